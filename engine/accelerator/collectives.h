@@ -1,0 +1,38 @@
+#pragma once
+// The collectives the engine needs, behind one small interface (STYLE.md habit 8: the accelerator
+// is a seam). SingleProcess is the world-of-1 stub; Gloo (CPU) and NCCL (CUDA) are the real ones.
+// Every call is made by every rank in the same order. A failing or dead peer makes the call throw
+// (std::exception with the peer's rank where known) within the configured timeout: never a hang.
+#include <torch/types.h>
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "engine/accelerator/world.h"
+
+namespace engine {
+
+class Collectives {
+ public:
+  virtual ~Collectives() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// In-place SUM over ranks. Shapes must match on every rank: a mismatch is an error naming
+  /// each rank's shape (Accelerate's --debug), never a hang or silent garbage.
+  virtual void all_reduce_sum(std::vector<torch::Tensor>& tensors) = 0;
+  /// Every rank's tensor, in rank order. Dim 0 may differ between ranks; other dims must match.
+  virtual std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor) = 0;
+  /// Overwrites `tensors` on every rank with root's values (initial weights come from rank 0).
+  virtual void broadcast(std::vector<torch::Tensor>& tensors, int root) = 0;
+  virtual void barrier() = 0;
+};
+
+/// world_size 1: every collective is the identity.
+std::unique_ptr<Collectives> make_single_process_collectives();
+
+/// c10d TCPStore rendezvous at world.master_addr:master_port (rank 0 hosts the store) and a
+/// ProcessGroupGloo; `timeout` bounds every collective and the rendezvous itself.
+std::unique_ptr<Collectives> make_gloo_collectives(const WorldInfo& world, std::chrono::milliseconds timeout);
+
+}  // namespace engine

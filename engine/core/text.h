@@ -1,0 +1,18 @@
+#pragma once
+// Small text helpers shared by every "did you mean" message.
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace engine {
+
+/// Levenshtein distance between two strings (case-sensitive).
+size_t edit_distance(std::string_view a, std::string_view b);
+
+/// The candidate closest to `word`, or "" when none is close enough to be a plausible typo.
+std::string nearest(std::string_view word, const std::vector<std::string>& candidates);
+
+/// "a, b, c" — for "known: ..." lists.
+std::string join(const std::vector<std::string>& items, std::string_view sep = ", ");
+
+}  // namespace engine

@@ -1,0 +1,3 @@
+#include "engine/cli/cli.h"
+
+int main(int argc, char** argv) { return engine::cli_main(argc, argv); }
