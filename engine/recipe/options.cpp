@@ -154,6 +154,13 @@ bool Options::has(std::string_view key) const {
   return impl_->table && impl_->table->get(std::string(key)) != nullptr;
 }
 
+std::vector<std::string> Options::keys() const {
+  std::vector<std::string> out;
+  if (impl_->table)
+    for (auto&& [k, v] : *impl_->table) out.emplace_back(k.str());
+  return out;
+}
+
 void Options::ignore_unread() {
   if (!impl_->table) return;
   for (auto&& [k, v] : *impl_->table) impl_->read.insert(std::string(k.str()));

@@ -59,6 +59,8 @@ class Options {
   std::vector<Options> tables(std::string_view key, std::string_view doc);
 
   bool has(std::string_view key) const;
+  /// Keys present in the recipe's table (for open-ended tables such as [expect]).
+  std::vector<std::string> keys() const;
   /// Marks every key of this table as read: used when the table's reader could not run (e.g. an
   /// unknown component name), so that its keys are not reported a second time as "unknown key".
   void ignore_unread();

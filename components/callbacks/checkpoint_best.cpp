@@ -1,0 +1,47 @@
+#include "components/callbacks/checkpoint_best.h"
+
+#include <stdexcept>
+
+#include "engine/trainer/fit_context.h"
+
+namespace engine {
+
+CheckpointBestOptions CheckpointBestOptions::read(Options& o) {
+  CheckpointBestOptions c;
+  c.monitor = Monitor::read(o, "valid/accuracy");
+  c.save_last = o.flag("save_last", c.save_last, "also write checkpoints/last.safetensors every epoch (for resume)");
+  return c;
+}
+
+namespace {
+
+class CheckpointBest : public Callback {
+ public:
+  explicit CheckpointBest(CheckpointBestOptions o) : opts_(std::move(o)) {}
+
+  void on_epoch_end(FitContext& ctx, const EpochLog& log) override {
+    if (!log.has(opts_.monitor.key))
+      throw std::runtime_error("checkpoint_best: monitor \"" + opts_.monitor.key + "\" is not among this run's values");
+    const double v = log.get(opts_.monitor.key);
+    if (opts_.monitor.improved(v, ctx.state.best_value)) {
+      ctx.state.best_value = v;
+      ctx.state.best_epoch = log.epoch;
+      ctx.checkpointer.save_best(ctx.model, ctx.state, {{"monitor", opts_.monitor.key}});
+    }
+    if (opts_.save_last) ctx.checkpointer.save_last(ctx.model, ctx.optimizer, ctx.state, ctx.scaler);
+  }
+
+ private:
+  CheckpointBestOptions opts_;
+};
+
+}  // namespace
+
+void register_checkpoint_best(CallbackRegistry& registry) {
+  registry.add("checkpoint_best", "keep the best weights by a monitored value (written atomically)", [](Options& o) {
+    auto opts = CheckpointBestOptions::read(o);
+    return CallbackRegistry::Factory([opts] { return std::make_unique<CheckpointBest>(opts); });
+  });
+}
+
+}  // namespace engine

@@ -1,0 +1,49 @@
+#include "components/callbacks/early_stopping.h"
+
+#include <cmath>
+
+#include "engine/trainer/fit_context.h"
+
+namespace engine {
+
+EarlyStoppingOptions EarlyStoppingOptions::read(Options& o) {
+  EarlyStoppingOptions e;
+  e.monitor = Monitor::read(o, "valid/loss");
+  e.patience = o.integer("patience", e.patience, "epochs without improvement before stopping", 1);
+  e.min_delta = o.number("min_delta", e.min_delta, "smallest change that counts as an improvement", 0);
+  return e;
+}
+
+namespace {
+
+class EarlyStopping : public Callback {
+ public:
+  explicit EarlyStopping(EarlyStoppingOptions o) : opts_(std::move(o)) {}
+  bool main_process_only() const override { return false; }
+
+  void on_epoch_end(FitContext& ctx, const EpochLog& log) override {
+    const double v = log.get(opts_.monitor.key, NAN);
+    if (opts_.monitor.improved(v, best_, opts_.min_delta)) {
+      best_ = v;
+      waited_ = 0;
+    } else if (++waited_ >= opts_.patience) {
+      ctx.state.stop = true;  // the trainer reports the early stop (this runs on every rank)
+    }
+  }
+
+ private:
+  EarlyStoppingOptions opts_;
+  double best_ = NAN;
+  int64_t waited_ = 0;
+};
+
+}  // namespace
+
+void register_early_stopping(CallbackRegistry& registry) {
+  registry.add("early_stopping", "stop when a monitored value stops improving", [](Options& o) {
+    auto opts = EarlyStoppingOptions::read(o);
+    return CallbackRegistry::Factory([opts] { return std::make_unique<EarlyStopping>(opts); });
+  });
+}
+
+}  // namespace engine

@@ -1,0 +1,124 @@
+#include "engine/accelerator/accelerator.h"
+
+#include <torch/cuda.h>
+#include <torch/utils.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include "engine/core/errors.h"
+
+namespace engine {
+
+AcceleratorOptions AcceleratorOptions::read(Options& o) {
+  AcceleratorOptions a;
+  a.mixed_precision = o.choice("mixed_precision", a.mixed_precision, {"no", "bf16", "fp16"},
+                               "autocast dtype: bf16 (CPU or GPU), fp16 (GPU only, with dynamic loss scaling)");
+  a.device = o.choice("device", a.device, {"auto", "cpu", "cuda"}, "auto = cuda when available, else cpu");
+  a.threads = o.integer("threads", a.threads, "intra-op threads per process; 0 = the cores divided among local processes", 0, 1024);
+  a.timeout_s = o.number("timeout_s", a.timeout_s, "seconds a collective may wait for the other ranks before the job fails", 1, 86400);
+  return a;
+}
+
+std::unique_ptr<Accelerator> Accelerator::create(const AcceleratorOptions& opts) {
+  WorldInfo world = detect_world();
+  const bool cuda = torch::cuda::is_available();
+  if (opts.device == "cuda" && !cuda)
+    throw UserError("accelerator.device = \"cuda\" but no CUDA device is available (this LibTorch build: " +
+                    std::string(torch::cuda::is_available() ? "CUDA" : "CPU-only") + "); use device = \"auto\" or \"cpu\"");
+  const bool use_cuda = opts.device == "cuda" || (opts.device == "auto" && cuda);
+  if (opts.mixed_precision == "fp16" && !use_cuda)
+    throw UserError("accelerator.mixed_precision = \"fp16\" needs a CUDA device and none is in use; "
+                    "use \"bf16\" on CPU (Accelerate would silently train in fp32 here)");
+  torch::Device device = use_cuda ? torch::Device(torch::kCUDA, world.local_rank) : torch::Device(torch::kCPU);
+
+  int64_t threads = opts.threads;
+  if (threads == 0) {
+    if (const char* env = std::getenv("ENGINE_THREADS")) threads = std::atoll(env);
+    if (threads <= 0) {
+      int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+      threads = std::max<int64_t>(1, cores / std::max(1, world.local_world_size));
+    }
+  }
+  torch::set_num_threads(static_cast<int>(threads));
+
+  auto coll = world.distributed()
+                  ? make_gloo_collectives(world, std::chrono::milliseconds(static_cast<int64_t>(opts.timeout_s * 1000)))
+                  : make_single_process_collectives();
+  return std::make_unique<Accelerator>(opts, world, std::move(coll), device, threads);
+}
+
+Accelerator::Accelerator(const AcceleratorOptions& options, WorldInfo world, std::unique_ptr<Collectives> collectives,
+                         torch::Device device, int64_t threads)
+    : opts_(options),
+      world_(world),
+      coll_(std::move(collectives)),
+      device_(device),
+      threads_(threads),
+      scaler_(LossScalerOptions{}, options.mixed_precision == "fp16") {}
+
+std::string Accelerator::describe() const {
+  std::string s = device_.is_cuda() ? "cuda" : "cpu";
+  s += ", " + std::to_string(world_.world_size) + (world_.world_size == 1 ? " process" : " processes");
+  s += " x " + std::to_string(threads_) + (threads_ == 1 ? " thread" : " threads");
+  s += ", mixed precision: " + opts_.mixed_precision;
+  return s;
+}
+
+void Accelerator::prepare(torch::nn::Module& model) {
+  model.to(device_);
+  std::vector<torch::Tensor> state;
+  for (auto& p : model.parameters()) state.push_back(p.data());
+  for (auto& b : model.buffers()) state.push_back(b);
+  if (world_.distributed()) {
+    torch::NoGradGuard no_grad;
+    coll_->broadcast(state, 0);
+  }
+}
+
+AutocastGuard Accelerator::autocast() const {
+  const bool on = opts_.mixed_precision != "no";
+  const auto dtype = opts_.mixed_precision == "fp16" ? c10::ScalarType::Half : c10::ScalarType::BFloat16;
+  return AutocastGuard(on, device_.type(), dtype);
+}
+
+bool Accelerator::backward(const torch::Tensor& loss, const std::vector<torch::Tensor>& params) {
+  scaler_.scale_loss(loss).backward();
+  if (world_.distributed()) {
+    std::vector<torch::Tensor> grads;
+    grads.reserve(params.size());
+    for (const auto& p : params) {
+      if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);  // every rank reduces the same list
+      grads.push_back(p.grad());
+    }
+    coll_->all_reduce_sum(grads);
+    const double inv = 1.0 / world_.world_size;
+    for (auto& g : grads) g.mul_(inv);
+  }
+  if (!scaler_.enabled()) return true;
+  const bool finite = scaler_.unscale_and_check(params);
+  scaler_.update(!finite);
+  return finite;
+}
+
+std::vector<double> Accelerator::reduce_sum(const std::vector<double>& values) {
+  if (!world_.distributed() || values.empty()) return values;
+  std::vector<torch::Tensor> t{torch::tensor(values, torch::kDouble)};
+  coll_->all_reduce_sum(t);
+  auto acc = t[0].accessor<double, 1>();
+  std::vector<double> out(values.size());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = acc[i];
+  return out;
+}
+
+torch::Tensor Accelerator::gather_for_metrics(const torch::Tensor& local) {
+  if (!world_.distributed()) return local;
+  return torch::cat(coll_->all_gather(local.cpu().contiguous()), 0);
+}
+
+void Accelerator::barrier() {
+  if (world_.distributed()) coll_->barrier();
+}
+
+}  // namespace engine

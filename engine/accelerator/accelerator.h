@@ -1,0 +1,72 @@
+#pragma once
+// The accelerator: the one seam between the training loop and devices/processes (STYLE.md habit 8).
+// The loop calls prepare, autocast, backward, reduce_sum, gather_for_metrics and is_main; it never
+// looks at ranks, devices or precisions itself. World size 1 is the same code with the
+// single-process collectives.
+#include <torch/nn/module.h>
+#include <torch/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/accelerator/autocast.h"
+#include "engine/accelerator/collectives.h"
+#include "engine/accelerator/loss_scaler.h"
+#include "engine/accelerator/world.h"
+#include "engine/recipe/options.h"
+
+namespace engine {
+
+struct AcceleratorOptions {
+  std::string mixed_precision = "no";  // no | bf16 | fp16
+  std::string device = "auto";         // auto | cpu | cuda
+  int64_t threads = 0;                 // intra-op threads per process; 0 = this process's share of the cores
+  double timeout_s = 60;               // bound on every collective: a dead or stuck rank fails the job
+  static AcceleratorOptions read(Options& o);
+};
+
+class Accelerator {
+ public:
+  /// Reads the world from the environment (engine launch, torchrun, Slurm), checks the options
+  /// against the machine (fp16 without CUDA is a UserError, not a silent fp32 run), sets the
+  /// thread count and joins the process group.
+  static std::unique_ptr<Accelerator> create(const AcceleratorOptions& options);
+  Accelerator(const AcceleratorOptions& options, WorldInfo world, std::unique_ptr<Collectives> collectives,
+              torch::Device device, int64_t threads);
+
+  const WorldInfo& world() const { return world_; }
+  bool is_main() const { return world_.rank == 0; }
+  torch::Device device() const { return device_; }
+  int64_t threads() const { return threads_; }
+  const std::string& mixed_precision() const { return opts_.mixed_precision; }
+  /// "cpu, 2 processes x 1 thread, mixed precision: no"
+  std::string describe() const;
+
+  /// Moves the model to the device and overwrites every rank's parameters and buffers with rank
+  /// 0's: identical initial weights everywhere.
+  void prepare(torch::nn::Module& model);
+  /// Autocast region for forward + loss (no-op without mixed precision).
+  AutocastGuard autocast() const;
+  /// Backward of the (scaled) loss, then gradients averaged across ranks, then (fp16) unscaled
+  /// and checked. Returns false when the optimizer step must be skipped (non-finite gradients);
+  /// the decision is the same on every rank because it is taken on the averaged gradients.
+  bool backward(const torch::Tensor& loss, const std::vector<torch::Tensor>& params);
+  /// Element-wise sums over ranks (metric counts, loss sums). Exact: never averages of averages.
+  std::vector<double> reduce_sum(const std::vector<double>& values);
+  /// Every rank's rows, concatenated in rank order. With the contiguous, unpadded eval shards of
+  /// engine/data/sampler.h that is dataset order with every sample exactly once.
+  torch::Tensor gather_for_metrics(const torch::Tensor& local);
+  void barrier();
+  LossScaler& scaler() { return scaler_; }
+
+ private:
+  AcceleratorOptions opts_;
+  WorldInfo world_;
+  std::unique_ptr<Collectives> coll_;
+  torch::Device device_;
+  int64_t threads_;
+  LossScaler scaler_;
+};
+
+}  // namespace engine

@@ -1,0 +1,15 @@
+#pragma once
+// One function per subcommand; each returns the process exit code (0 ok, 1 failed, 2 bad input).
+#include <string>
+#include <vector>
+
+#include "engine/trainer/registries.h"
+
+namespace engine {
+
+int cmd_run(const Registries& reg, const std::string& recipe, const std::vector<std::string>& overrides);
+int cmd_check(const Registries& reg, const std::vector<std::string>& recipes, const std::vector<std::string>& overrides);
+int cmd_list(const Registries& reg, const std::string& kind);
+int cmd_test(const Registries& reg, const std::vector<std::string>& targets, const std::vector<std::string>& overrides);
+
+}  // namespace engine

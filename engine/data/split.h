@@ -1,0 +1,31 @@
+#pragma once
+// Train/valid split of a labeled dataset: by fraction (optionally shuffled with its own seed) or by
+// explicit index ranges. The split never depends on world size or worker count.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/recipe/options.h"
+
+namespace engine {
+
+struct SplitOptions {
+  double valid_fraction = 0.2;
+  bool shuffle = true;          // false: the first (1 - valid_fraction) go to train, like the seed's [:40000]
+  int64_t seed = 42;
+  std::vector<int64_t> train;   // [begin, end) index range; overrides valid_fraction when set
+  std::vector<int64_t> valid;
+  int64_t max_train = 0;        // 0 = all; > 0 keeps only the first N (quick runs, regression tests)
+  int64_t max_valid = 0;
+  static SplitOptions read(Options& o);
+};
+
+struct Split {
+  std::vector<size_t> train;
+  std::vector<size_t> valid;
+};
+
+/// Throws UserError when ranges fall outside [0, n) or overlap.
+Split make_split(size_t n, const SplitOptions& opts);
+
+}  // namespace engine

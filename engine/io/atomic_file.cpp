@@ -1,0 +1,72 @@
+#include "engine/io/atomic_file.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/core/errors.h"
+
+namespace engine {
+namespace {
+
+// A failed write is a failed run (disk full, directory removed under us), not bad input: RunError.
+[[noreturn]] void fail(const std::string& what, const std::string& path, int err) {
+  throw RunError("cannot " + what + " " + path + ": " + std::strerror(err));
+}
+
+// write(2) may write less than asked and may be interrupted: loop until everything is out.
+void write_all(int fd, std::string_view bytes, const std::string& path) {
+  const char* p = bytes.data();
+  size_t left = bytes.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("write", path, errno);
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+// The rename is only durable once the directory entry itself is on disk.
+void fsync_dir(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) fail("open directory", dir, errno);
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  // Some filesystems (and tmpfs on old kernels) refuse fsync on directories: not a data-loss risk
+  // we can do anything about, so only real I/O errors are fatal.
+  if (rc != 0 && err != EINVAL && err != ENOTSUP) fail("fsync directory", dir, err);
+}
+
+}  // namespace
+
+void write_file_atomic(const std::string& path, std::string_view bytes) {
+  const std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail("create", tmp, errno);
+  try {
+    write_all(fd, bytes, tmp);
+    // Data must be on disk before the rename makes it visible, or a crash could expose an empty file.
+    if (::fsync(fd) != 0) fail("fsync", tmp, errno);
+    if (::close(fd) != 0) {
+      fd = -1;
+      fail("close", tmp, errno);
+    }
+    fd = -1;
+    if (::rename(tmp.c_str(), path.c_str()) != 0) fail("rename " + tmp + " to", path, errno);
+  } catch (...) {
+    if (fd >= 0) ::close(fd);
+    ::unlink(tmp.c_str());  // never leave a stale .tmp behind
+    throw;
+  }
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  fsync_dir(dir.empty() ? "." : dir);
+}
+
+}  // namespace engine

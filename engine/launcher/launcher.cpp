@@ -1,0 +1,232 @@
+// launch_processes() and launch(): the rendezvous environment and the two ways of starting
+// workers (execv of a program, or fork running a function). Supervision is in workers.cpp.
+#include "engine/launcher/launcher.h"
+
+#include <dlfcn.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <thread>
+#include <utility>
+
+#include "engine/core/errors.h"
+#include "engine/launcher/workers.h"
+
+extern char** environ;
+
+namespace engine {
+namespace {
+
+using launcher_detail::Outcome;
+using launcher_detail::Worker;
+
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+// Cores this process may run on (a container's or taskset's limit, not the machine's count).
+int usable_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+LaunchOptions validated(LaunchOptions o) {
+  if (o.nproc_per_node < 1) throw UserError(fmt::format("launch: nproc_per_node must be >= 1 (got {})", o.nproc_per_node));
+  if (o.nnodes < 1) throw UserError(fmt::format("launch: nnodes must be >= 1 (got {})", o.nnodes));
+  if (o.node_rank < 0 || o.node_rank >= o.nnodes) {
+    throw UserError(fmt::format("launch: node_rank {} must be in 0..{} (nnodes = {})", o.node_rank,
+                                o.nnodes - 1, o.nnodes));
+  }
+  if (o.master_port < 0 || o.master_port > 65535) {
+    throw UserError(fmt::format("launch: master_port {} is not a TCP port (0..65535)", o.master_port));
+  }
+  if (o.master_port == 0 && o.nnodes > 1) {
+    throw UserError("launch: master_port 0 (pick a free port) works on one node only; with "
+                    "several nodes every node must be given the same explicit port");
+  }
+  if (o.threads_per_process < 0) {
+    throw UserError(fmt::format("launch: threads_per_process must be >= 0 (got {})", o.threads_per_process));
+  }
+  if (o.master_addr.empty()) throw UserError("launch: master_addr is empty");
+  if (o.master_port == 0) o.master_port = pick_free_port();
+  if (o.threads_per_process == 0) o.threads_per_process = std::max(1, usable_cores() / o.nproc_per_node);
+  return o;
+}
+
+Env worker_env(const LaunchOptions& o, int local_rank) {
+  const int world = o.nproc_per_node * o.nnodes;
+  const std::string threads = std::to_string(o.threads_per_process);
+  return {{"RANK", std::to_string(o.node_rank * o.nproc_per_node + local_rank)},
+          {"WORLD_SIZE", std::to_string(world)},
+          {"LOCAL_RANK", std::to_string(local_rank)},
+          {"LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node)},
+          {"NODE_RANK", std::to_string(o.node_rank)},
+          {"MASTER_ADDR", o.master_addr},
+          {"MASTER_PORT", std::to_string(o.master_port)},
+          {"OMP_NUM_THREADS", threads},
+          {"ENGINE_THREADS", threads}};
+}
+
+// The launcher's environment with `env` replacing same-named entries: built in the parent, so
+// the child between fork and exec only calls execve (no allocation in a forked threaded process).
+std::vector<std::string> merged_env(const Env& env) {
+  std::vector<std::string> out;
+  for (char** e = environ; e && *e; ++e) {
+    std::string entry(*e);
+    std::string name = entry.substr(0, entry.find('='));
+    bool replaced = std::any_of(env.begin(), env.end(), [&](const auto& kv) { return kv.first == name; });
+    if (!replaced) out.push_back(std::move(entry));
+  }
+  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+  return out;
+}
+
+std::vector<char*> c_strings(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+// spawn() failed part-way: the workers already started must not linger.
+[[noreturn]] void abandon(std::vector<Worker>& workers, const std::string& what) {
+  launcher_detail::stop_all(workers, /*grace_ms=*/0);
+  throw RunError(what);
+}
+
+}  // namespace
+
+int pick_free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw RunError(fmt::format("launch: socket(): {}", std::strerror(errno)));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);  // TCPStore's server binds every interface too
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    int err = errno;
+    close(fd);
+    throw RunError(fmt::format("launch: cannot find a free port: {}", std::strerror(err)));
+  }
+  close(fd);  // never listened on, so the port is immediately reusable by rank 0's store
+  return ntohs(addr.sin_port);
+}
+
+bool cuda_initialized() {
+  // RTLD_NOLOAD only looks: it returns the library if it is already mapped, and never loads it.
+  for (const char* lib : {"libcuda.so.1", "libcuda.so"}) {
+    if (void* handle = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD)) {
+      dlclose(handle);
+      return true;
+    }
+  }
+  return false;
+}
+
+int launch_processes(const LaunchOptions& options, const std::vector<std::string>& child_argv) {
+  if (child_argv.empty()) throw UserError("launch: no program to run (empty argv)");
+  const LaunchOptions o = validated(options);
+  std::vector<std::string> argv_strings = child_argv;
+  std::vector<char*> argv = c_strings(argv_strings);
+  std::vector<Worker> workers;
+  for (int local = 0; local < o.nproc_per_node; ++local) {
+    std::vector<std::string> env_strings = merged_env(worker_env(o, local));
+    std::vector<char*> envp = c_strings(env_strings);
+    pid_t pid = launcher_detail::spawn([&] {
+      execve(argv[0], argv.data(), envp.data());
+      // Only reached when exec failed: say why, with the exit code of "command not found".
+      std::string msg = fmt::format("engine launch: cannot run {}: {}\n", argv[0], std::strerror(errno));
+      (void)!write(STDERR_FILENO, msg.data(), msg.size());
+      _exit(127);
+    });
+    if (pid < 0) abandon(workers, fmt::format("launch: fork failed: {}", std::strerror(errno)));
+    workers.push_back({o.node_rank * o.nproc_per_node + local, pid, -1});
+  }
+  Outcome out = launcher_detail::supervise(workers);
+  if (out.interrupted_by != 0) {
+    std::cerr << "engine launch: interrupted by " << launcher_detail::signal_name(out.interrupted_by)
+              << ", workers stopped\n";
+    return 128 + out.interrupted_by;
+  }
+  if (!out.ok) {
+    std::cerr << "engine launch: rank " << out.failed_rank << " " << out.how << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+int launch(const std::function<void()>& fn, int num_processes, const LaunchOptions& options) {
+  if (num_processes < 1) throw UserError(fmt::format("launch: num_processes must be >= 1 (got {})", num_processes));
+  if (cuda_initialized()) {
+    throw UserError(
+        "launch: CUDA is already initialised in this process, and forked workers cannot use it. "
+        "Call engine::launch() before any CUDA call and create models and tensors on the GPU "
+        "inside the launched function");
+  }
+  if (num_processes == 1 && options.nnodes == 1) {
+    fn();
+    return 0;
+  }
+  LaunchOptions requested = options;
+  requested.nproc_per_node = num_processes;
+  const LaunchOptions o = validated(requested);
+  std::vector<Worker> workers;
+  for (int local = 0; local < o.nproc_per_node; ++local) {
+    const int rank = o.node_rank * o.nproc_per_node + local;
+    const Env env = worker_env(o, local);
+    int fds[2];
+    if (pipe(fds) != 0) abandon(workers, fmt::format("launch: pipe failed: {}", std::strerror(errno)));
+    pid_t pid = launcher_detail::spawn([&] {
+      close(fds[0]);
+      for (const auto& w : workers) close(w.report_fd);  // siblings' pipes are not ours
+      for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+      int code = 0;
+      std::string what;
+      try {
+        fn();
+      } catch (const std::exception& e) {
+        what = e.what();
+        code = 1;
+      } catch (...) {
+        what = "unknown exception (not derived from std::exception)";
+        code = 1;
+      }
+      if (code != 0) {
+        std::cerr << "rank " << rank << ": " << what << std::endl;
+        launcher_detail::write_report(fds[1], what);
+      }
+      std::cout.flush();
+      std::fflush(nullptr);
+      _exit(code);  // no atexit handlers or static destructors: they belong to the parent
+    });
+    close(fds[1]);
+    if (pid < 0) {
+      close(fds[0]);
+      abandon(workers, fmt::format("launch: fork failed: {}", std::strerror(errno)));
+    }
+    workers.push_back({rank, pid, fds[0]});
+  }
+  Outcome out = launcher_detail::supervise(workers);
+  for (auto& w : workers) close(w.report_fd);
+  if (out.interrupted_by != 0) {
+    throw RunError(fmt::format("launch: interrupted by {}; workers stopped",
+                               launcher_detail::signal_name(out.interrupted_by)));
+  }
+  if (!out.ok) {
+    throw RunError(fmt::format("rank {} failed: {}", out.failed_rank,
+                               out.report.empty() ? out.how : out.report));
+  }
+  return 0;
+}
+
+}  // namespace engine

@@ -1,0 +1,157 @@
+#include "engine/trainer/recipe.h"
+
+#include <algorithm>
+
+#include "engine/core/errors.h"
+#include "engine/core/text.h"
+
+namespace engine {
+
+std::string Recipe::run_dir() const {
+  std::string dir = run.output_dir;
+  for (size_t at; (at = dir.find("{name}")) != std::string::npos;) dir.replace(at, 6, run.name);
+  return dir;
+}
+
+namespace {
+
+template <class R>
+std::vector<typename R::Factory> parse_list(Options& parent, const char* key, const char* doc, const R& registry) {
+  std::vector<typename R::Factory> out;
+  for (Options& t : parent.tables(key, doc)) out.push_back(registry.parse(t));
+  return out;
+}
+
+void read_run(Options root, Recipe& r) {
+  Options o = root.table("run", "what the run is called and where it writes");
+  r.run.name = o.text("name", r.run.name, "run name; used in output_dir");
+  r.run.seed = o.integer("seed", r.run.seed, "seed of weights init, shuffling and augmentation");
+  r.run.output_dir = o.text("output_dir", r.run.output_dir, "run directory; {name} is replaced by run.name");
+}
+
+void read_data(Options root, Recipe& r, const Registries& reg) {
+  Options o = root.table("data", "dataset, split, loader and transforms");
+  Options ds = o.table("dataset", "the labeled dataset: { name = \"digit_csv\", path = ... }");
+  if (!o.describing() && !o.has("dataset")) o.error("dataset", "missing [data] dataset", "e.g. dataset = { name = \"digit_csv\", path = \"data/mnist/train.csv\" }");
+  else r.data.dataset = reg.datasets.parse(ds);
+  Options split = o.table("split", "train/valid split");
+  r.data.split = SplitOptions::read(split);
+  r.data.batch_size = o.integer("batch_size", r.data.batch_size, "per process; the global batch is batch_size x world size", 1);
+  r.data.eval_batch_size = o.integer("eval_batch_size", r.data.eval_batch_size, "per process; 0 = 2 x batch_size", 0);
+  r.data.workers = o.integer("workers", r.data.workers, "loader threads (0 = load on the training thread)", 0, 64);
+  r.data.prefetch = o.integer("prefetch", r.data.prefetch, "batches prepared ahead", 1, 256);
+  r.data.drop_last = o.flag("drop_last", r.data.drop_last, "drop the last incomplete global batch of each epoch");
+  r.data.train_transforms = parse_list(o, "train_transforms", "transforms applied to training samples, in order", reg.transforms);
+  r.data.eval_transforms = parse_list(o, "eval_transforms", "transforms applied for validation and prediction, in order", reg.transforms);
+}
+
+void read_train(Options root, Recipe& r, const Registries& reg) {
+  Options o = root.table("train", "the loop");
+  r.train.epochs = o.integer("epochs", r.train.epochs, "passes over the training split", 1);
+  r.train.metrics = o.texts("metrics", r.train.metrics, "validation metrics (see `engine list metrics`)");
+  r.train.label_smoothing = o.number("label_smoothing", r.train.label_smoothing, "cross-entropy label smoothing", 0, 1);
+  r.train.grad_clip_norm = o.number("grad_clip_norm", r.train.grad_clip_norm, "clip the global gradient norm (0 = off)", 0);
+  r.train.max_steps = o.integer("max_steps", r.train.max_steps, "stop after this many optimizer steps (0 = no limit)", 0);
+  for (const auto& m : r.train.metrics) {
+    const auto* e = reg.metrics.find(m);
+    if (!e) {
+      std::string near = nearest(m, reg.metrics.names());
+      o.error("metrics", "unknown metric \"" + m + "\"",
+              (near.empty() ? "" : "did you mean \"" + near + "\"? ") + "known: " + join(reg.metrics.names()));
+      continue;
+    }
+    Options defaults = Options::describe(nullptr);
+    r.metrics.push_back(e->parse(defaults));
+  }
+}
+
+void read_predict(Options root, Recipe& r, const Registries& reg) {
+  if (!root.describing() && !root.has("predict")) return;
+  Options o = root.table("predict", "optional: unlabeled data -> submission file");
+  r.predict.enabled = true;
+  Options ds = o.table("dataset", "the unlabeled dataset, e.g. { name = \"digit_csv\", path = ..., labeled = false }");
+  if (!o.describing() && !o.has("dataset")) o.error("dataset", "missing [predict] dataset");
+  else r.predict.dataset = reg.datasets.parse(ds);
+  r.predict.output = o.text("output", r.predict.output, "file written in the run directory");
+  r.predict.id_column = o.text("id_column", r.predict.id_column, "header of the id column");
+  r.predict.label_column = o.text("label_column", r.predict.label_column, "header of the predicted label column");
+  r.predict.id_start = o.integer("id_start", r.predict.id_start, "id of the first row (Kaggle: 1)");
+  r.predict.labels = o.text("labels", "", "optional id,label file to score the predictions against (test/accuracy)");
+  if (!r.predict.labels.empty()) o.existing_file("labels", "", "");
+}
+
+std::vector<std::string> known_results(const Recipe& r) {
+  std::vector<std::string> k{"train/loss", "valid/loss"};
+  for (const auto& m : r.train.metrics) k.push_back("valid/" + m);
+  if (!r.predict.labels.empty()) k.push_back("test/accuracy");
+  return k;
+}
+
+void read_expect(Options root, Recipe& r) {
+  if (!root.has("expect")) return;
+  Options o = root.table("expect", "");
+  auto known = known_results(r);
+  for (const auto& key : o.keys()) {
+    Options b = o.table(key, "");
+    Bound bound;
+    bound.where = o.where(key);
+    if (b.has("min")) bound.min = b.number("min", 0, "");
+    if (b.has("max")) bound.max = b.number("max", 0, "");
+    if (!bound.min && !bound.max) o.error(key, "expected { min = ..., max = ... }");
+    bool ok = false;
+    for (const auto& k : known) ok = ok || k == key;
+    if (!ok) {
+      std::string near = nearest(key, known);
+      o.error(key, "this run reports no \"" + key + "\"",
+              (near.empty() ? "" : "did you mean \"" + near + "\"? ") + "known: " + join(known));
+    }
+    r.expect[key] = bound;
+  }
+}
+
+}  // namespace
+
+Recipe load_recipe(const std::string& file, const std::vector<std::string>& overrides, const Registries& reg) {
+  RecipeDocument doc(file, overrides);
+  Options root = doc.root();
+  Recipe r;
+  r.file = file;
+  root.text("base", "", "recipe this one inherits (one level); its values are overridden by this file");
+  read_run(root, r);
+  Options acc = root.table("accelerator", "devices, processes, precision");
+  r.accelerator = AcceleratorOptions::read(acc);
+  read_data(root, r, reg);
+  Options model = root.table("model", "the network: { name = \"convnext_atto\", ... }");
+  r.model_name = model.text("name", "", "");
+  r.model = reg.models.parse(model);
+  Options opt = root.table("optimizer", "");
+  r.optimizer = reg.optimizers.parse(opt);
+  Options sched = root.table("scheduler", "");
+  if (!sched.has("name")) {  // default: a constant learning rate
+    const auto* e = reg.schedulers.find("constant");
+    if (e) r.scheduler = e->parse(sched);
+  } else {
+    r.scheduler = reg.schedulers.parse(sched);
+  }
+  read_train(root, r, reg);
+  std::vector<std::string> listed;
+  for (Options& t : root.tables("callbacks", "callbacks (see `engine list callbacks`); progress_bar and metrics_logger are always on")) {
+    listed.push_back(t.text("name", "", ""));
+    r.callbacks.push_back(reg.callbacks.parse(t));
+  }
+  for (const char* always : {"progress_bar", "metrics_logger"}) {
+    const auto* e = reg.callbacks.find(always);
+    if (e && std::find(listed.begin(), listed.end(), always) == listed.end()) {
+      Options defaults = Options::describe(nullptr);
+      r.callbacks.push_back(e->parse(defaults));
+    }
+  }
+  read_predict(root, r, reg);
+  read_expect(root, r);
+  doc.finish();
+  doc.diagnostics().throw_if_any();
+  r.resolved_toml = doc.resolved_toml();
+  return r;
+}
+
+}  // namespace engine

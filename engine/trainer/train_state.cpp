@@ -1,0 +1,40 @@
+#include "engine/trainer/train_state.h"
+
+#include <sstream>
+
+namespace engine {
+
+namespace {
+std::string exact(double v) {
+  std::ostringstream s;
+  s.precision(17);
+  s << v;
+  return s.str();
+}
+}  // namespace
+
+std::map<std::string, std::string> TrainState::to_metadata() const {
+  return {{"epoch", std::to_string(epoch)},
+          {"step", std::to_string(step)},
+          {"skipped_steps", std::to_string(skipped_steps)},
+          {"images_seen", std::to_string(images_seen)},
+          {"best_epoch", std::to_string(best_epoch)},
+          {"best_value", exact(best_value)}};
+}
+
+TrainState TrainState::from_metadata(const std::map<std::string, std::string>& m) {
+  TrainState s;
+  auto get = [&](const char* k) -> const std::string* {
+    auto it = m.find(k);
+    return it == m.end() ? nullptr : &it->second;
+  };
+  if (auto v = get("epoch")) s.epoch = std::stoll(*v);
+  if (auto v = get("step")) s.step = std::stoll(*v);
+  if (auto v = get("skipped_steps")) s.skipped_steps = std::stoll(*v);
+  if (auto v = get("images_seen")) s.images_seen = std::stoll(*v);
+  if (auto v = get("best_epoch")) s.best_epoch = std::stoll(*v);
+  if (auto v = get("best_value")) s.best_value = std::stod(*v);
+  return s;
+}
+
+}  // namespace engine

@@ -1,0 +1,200 @@
+// ConvNeXt numerics: timm init, bf16 autocast, channels-last equivalence, weights save/load and
+// strict pretrained loading.
+#include <ATen/autocast_mode.h>
+#include <doctest/doctest.h>
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include "components/models/convnext.h"
+#include "engine/core/errors.h"
+#include "engine/io/weights.h"
+#include "tests/support/paths.h"
+
+using namespace engine;
+
+namespace {
+
+ConvNeXtOptions opts(int64_t in_chans, int64_t num_classes, bool channels_last = true) {
+  ConvNeXtOptions o;
+  o.in_chans = in_chans;
+  o.num_classes = num_classes;
+  o.channels_last = channels_last;
+  return o;
+}
+
+std::unique_ptr<ConvNeXt> seeded(uint64_t seed, const ConvNeXtOptions& o, const std::string& name = "convnext_atto") {
+  torch::manual_seed(seed);
+  auto m = make_convnext(name, o);
+  m->eval();
+  return m;
+}
+
+// CPU autocast on for the guard's lifetime (LibTorch has no RAII guard; API differs by version).
+class AutocastCpu {
+ public:
+  explicit AutocastCpu(at::ScalarType dtype) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    was_enabled_ = at::autocast::is_autocast_enabled(at::kCPU);
+    was_dtype_ = at::autocast::get_autocast_dtype(at::kCPU);
+    at::autocast::set_autocast_enabled(at::kCPU, true);
+    at::autocast::set_autocast_dtype(at::kCPU, dtype);
+#else
+    was_enabled_ = at::autocast::is_cpu_enabled();
+    was_dtype_ = at::autocast::get_autocast_cpu_dtype();
+    at::autocast::set_cpu_enabled(true);
+    at::autocast::set_autocast_cpu_dtype(dtype);
+#endif
+    at::autocast::increment_nesting();
+  }
+  ~AutocastCpu() {
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    at::autocast::set_autocast_enabled(at::kCPU, was_enabled_);
+    at::autocast::set_autocast_dtype(at::kCPU, was_dtype_);
+#else
+    at::autocast::set_cpu_enabled(was_enabled_);
+    at::autocast::set_autocast_cpu_dtype(was_dtype_);
+#endif
+  }
+  AutocastCpu(const AutocastCpu&) = delete;
+  AutocastCpu& operator=(const AutocastCpu&) = delete;
+
+ private:
+  bool was_enabled_;
+  at::ScalarType was_dtype_;
+};
+
+double max_diff(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a.to(torch::kFloat) - b.to(torch::kFloat)).abs().max().item<double>();
+}
+
+}  // namespace
+
+TEST_CASE("init follows timm: trunc_normal(.02) weights, zero biases, LN ones/zeros, gamma 1e-6") {
+  auto m = seeded(0, opts(3, 1000));
+  std::vector<torch::Tensor> weights;
+  for (const auto& p : m->named_parameters()) {
+    const std::string& k = p.key();
+    torch::Tensor v = p.value().detach();
+    CAPTURE(k);
+    bool is_norm = k.find("norm") != std::string::npos || k == "stem.1.weight" || k == "stem.1.bias" ||
+                   k.find("downsample.0.") != std::string::npos;
+    if (k.size() > 6 && k.substr(k.size() - 6) == ".gamma") {
+      CHECK(torch::all(v == 1e-6f).item<bool>());
+    } else if (k.substr(k.size() - 5) == ".bias") {
+      CHECK(torch::all(v == 0).item<bool>());
+    } else if (is_norm) {
+      CHECK(torch::all(v == 1).item<bool>());
+    } else {
+      weights.push_back(v.flatten());
+    }
+  }
+  torch::Tensor w = torch::cat(weights);
+  CHECK(w.numel() > 3'600'000);
+  CHECK(w.std().item<double>() == doctest::Approx(0.02).epsilon(0.01));
+  CHECK(w.mean().item<double>() == doctest::Approx(0.0).epsilon(1e-4));
+  // timm's trunc_normal_(std=.02) keeps its default *absolute* bounds a=-2, b=2, i.e. 100 std:
+  // effectively untruncated. So ~4.55% of weights lie beyond 2 std (a +-2 std truncation would give 0).
+  CHECK(w.abs().max().item<double>() <= 2.0);
+  double beyond = (w.abs() > 0.04).to(torch::kDouble).mean().item<double>();
+  CHECK(beyond == doctest::Approx(0.0455).epsilon(0.05));
+}
+
+TEST_CASE("same seed gives the same model; another seed a different one") {
+  auto a = seeded(7, opts(1, 10)), b = seeded(7, opts(1, 10)), c = seeded(8, opts(1, 10));
+  auto pa = a->parameters(), pb = b->parameters(), pc = c->parameters();
+  REQUIRE(pa.size() == pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) CHECK(torch::equal(pa[i], pb[i]));
+  CHECK(!torch::equal(pa[0], pc[0]));
+}
+
+TEST_CASE("bf16 autocast forward runs on CPU and stays close to fp32") {
+  auto m = seeded(1, opts(1, 10));
+  torch::NoGradGuard g;
+  torch::Tensor x = torch::randn({4, 1, 32, 32});
+  torch::Tensor ref = m->forward(x);
+  torch::Tensor low;
+  {
+    AutocastCpu autocast(torch::kBFloat16);
+    low = m->forward(x);
+  }
+  CHECK((low.scalar_type() == torch::kBFloat16));  // head.fc is a linear: autocast runs it in bf16
+  CHECK(torch::isfinite(low).all().item<bool>());
+  double scale = ref.abs().max().item<double>();
+  CHECK(max_diff(low, ref) < 0.05 * scale + 1e-3);
+}
+
+TEST_CASE("channels_last on and off give the same outputs and gradients") {
+  auto cl = seeded(2, opts(1, 10, true));
+  auto nchw = seeded(2, opts(1, 10, false));
+  CHECK(cl->named_parameters()["stem.0.weight"].is_contiguous(torch::MemoryFormat::ChannelsLast));
+  CHECK(nchw->named_parameters()["stem.0.weight"].is_contiguous());
+  torch::Tensor x = torch::randn({2, 1, 56, 56});
+  torch::Tensor ya = cl->forward(x), yb = nchw->forward(x);
+  CHECK(max_diff(ya, yb) < 1e-5);
+  ya.square().sum().backward();
+  yb.square().sum().backward();
+  auto ga = cl->named_parameters()["stages.0.blocks.0.conv_dw.weight"].grad();
+  auto gb = nchw->named_parameters()["stages.0.blocks.0.conv_dw.weight"].grad();
+  CHECK(max_diff(ga, gb) < 1e-5 * (1 + gb.abs().max().item<double>()));
+}
+
+TEST_CASE("drop_path and dropout act only in training") {
+  ConvNeXtOptions o = opts(1, 10);
+  o.drop_path_rate = 0.5;
+  o.drop_rate = 0.5;
+  auto m = seeded(3, o);
+  torch::NoGradGuard g;
+  torch::Tensor x = torch::randn({8, 1, 32, 32});
+  CHECK(torch::equal(m->forward(x), m->forward(x)));
+  m->train();
+  CHECK(!torch::equal(m->forward(x), m->forward(x)));
+}
+
+TEST_CASE("model_tensors + save_safetensors, then load_weights into a differently seeded model") {
+  auto dir = test::temp_dir("convnext_weights");
+  std::string file = dir + "/model.safetensors";
+  auto a = seeded(4, opts(1, 10));
+  save_safetensors(file, model_tensors(*a));
+  auto b = seeded(5, opts(1, 10));
+  torch::Tensor x = torch::randn({2, 1, 32, 32});
+  CHECK(!torch::equal(a->forward(x), b->forward(x)));
+  load_weights(*b, file);
+  CHECK(torch::equal(a->forward(x), b->forward(x)));
+
+  ConvNeXtOptions po = opts(1, 10, false);  // also loads into an NCHW model through `pretrained`
+  po.pretrained = file;
+  auto c = seeded(6, po);
+  CHECK(max_diff(a->forward(x), c->forward(x)) < 1e-5);
+}
+
+TEST_CASE("pretrained files that do not fit give a UserError naming the key and the fix") {
+  auto dir = test::temp_dir("convnext_pretrained");
+  std::string file = dir + "/imagenet.safetensors";
+  save_safetensors(file, model_tensors(*seeded(0, opts(3, 1000))));
+  auto error_for = [&](ConvNeXtOptions o, const std::string& name = "convnext_atto") -> std::string {
+    o.pretrained = file;
+    try {
+      make_convnext(name, o);
+    } catch (const UserError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  std::string e = error_for(opts(1, 1000));
+  CHECK(e.find(file) == 0);
+  CHECK(e.find("stem.0.weight: shape [40, 3, 4, 4] in the file, [40, 1, 4, 4] in the model") != std::string::npos);
+  CHECK(e.find("set [model] in_chans = 3") != std::string::npos);
+
+  e = error_for(opts(3, 10));
+  CHECK(e.find("head.fc.weight") != std::string::npos);
+  CHECK(e.find("set [model] num_classes = 1000") != std::string::npos);
+
+  e = error_for(opts(3, 0));
+  CHECK(e.find("head.fc.weight: unexpected key") != std::string::npos);
+  CHECK(e.find("num_classes = 0") != std::string::npos);
+
+  e = error_for(opts(3, 1000), "convnext_femto");  // wrong architecture: many problems, listed
+  CHECK(e.find("problems") != std::string::npos);
+  CHECK(e.find("more") != std::string::npos);
+}

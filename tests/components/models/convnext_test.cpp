@@ -1,0 +1,189 @@
+// ConvNeXt architecture parity with timm (shared/reference/timm.md): parameter counts, state_dict
+// keys and shapes, forward shapes, input errors, registry wiring.
+#include "components/models/convnext.h"
+
+#include <doctest/doctest.h>
+#include <torch/torch.h>
+
+#include <fstream>
+
+#include "components/models/all.h"
+#include "engine/core/errors.h"
+#include "tests/support/paths.h"
+
+using namespace engine;
+
+namespace {
+
+ConvNeXtOptions opts(int64_t in_chans, int64_t num_classes) {
+  ConvNeXtOptions o;
+  o.in_chans = in_chans;
+  o.num_classes = num_classes;
+  return o;
+}
+
+int64_t count_params(const torch::nn::Module& m) {
+  int64_t n = 0;
+  for (const auto& p : m.parameters()) n += p.numel();
+  return n;
+}
+
+std::string user_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("parameter counts match timm for every variant, both configurations") {
+  struct Row {
+    const char* name;
+    int64_t imagenet, mnist;  // (in 3, 1000 classes), (in 1, 10 classes)
+  };
+  const Row rows[] = {
+      {"convnext_atto", 3695520, 3376450},   {"convnext_femto", 5217784, 4835098},
+      {"convnext_pico", 9045672, 8535754},   {"convnext_nano", 15593560, 14956410},
+      {"convnext_tiny", 28589128, 27824746}, {"convnext_small", 50223688, 49459306},
+  };
+  for (const auto& r : rows) {
+    CAPTURE(r.name);
+    CHECK(count_params(*make_convnext(r.name, opts(3, 1000))) == r.imagenet);  // built, counted, freed
+    CHECK(count_params(*make_convnext(r.name, opts(1, 10))) == r.mnist);
+  }
+}
+
+TEST_CASE("state_dict key counts match timm and there are no buffers") {
+  const std::pair<const char*, size_t> rows[] = {
+      {"convnext_atto", 128}, {"convnext_nano", 140}, {"convnext_tiny", 182}, {"convnext_small", 344}};
+  for (const auto& [name, keys] : rows) {
+    CAPTURE(name);
+    auto m = make_convnext(name, opts(3, 1000));
+    CHECK(m->named_parameters().size() == keys);
+    CHECK(m->named_buffers().size() == 0);
+  }
+}
+
+TEST_CASE("convnext_atto keys and shapes are exactly timm's, in timm's order") {
+  auto m = make_convnext("convnext_atto", opts(3, 1000));
+  const int64_t d[4] = {40, 80, 160, 320}, depth[4] = {2, 2, 6, 2};
+  std::vector<std::pair<std::string, std::vector<int64_t>>> expected = {
+      {"stem.0.weight", {40, 3, 4, 4}}, {"stem.0.bias", {40}}, {"stem.1.weight", {40}}, {"stem.1.bias", {40}}};
+  for (int i = 0; i < 4; ++i) {
+    std::string s = "stages." + std::to_string(i) + ".";
+    if (i > 0) {
+      expected.push_back({s + "downsample.0.weight", {d[i - 1]}});
+      expected.push_back({s + "downsample.0.bias", {d[i - 1]}});
+      expected.push_back({s + "downsample.1.weight", {d[i], d[i - 1], 2, 2}});
+      expected.push_back({s + "downsample.1.bias", {d[i]}});
+    }
+    const int64_t c = d[i];
+    for (int j = 0; j < depth[i]; ++j) {
+      std::string b = s + "blocks." + std::to_string(j) + ".";
+      expected.push_back({b + "gamma", {c}});
+      expected.push_back({b + "conv_dw.weight", {c, 1, 7, 7}});
+      expected.push_back({b + "conv_dw.bias", {c}});
+      expected.push_back({b + "norm.weight", {c}});
+      expected.push_back({b + "norm.bias", {c}});
+      expected.push_back({b + "mlp.fc1.weight", {4 * c, c, 1, 1}});  // conv_mlp
+      expected.push_back({b + "mlp.fc1.bias", {4 * c}});
+      expected.push_back({b + "mlp.fc2.weight", {c, 4 * c, 1, 1}});
+      expected.push_back({b + "mlp.fc2.bias", {c}});
+    }
+  }
+  expected.push_back({"head.norm.weight", {320}});
+  expected.push_back({"head.norm.bias", {320}});
+  expected.push_back({"head.fc.weight", {1000, 320}});
+  expected.push_back({"head.fc.bias", {1000}});
+
+  auto params = m->named_parameters();
+  REQUIRE(params.size() == expected.size());
+  size_t i = 0;
+  for (const auto& p : params) {
+    CAPTURE(expected[i].first);
+    CHECK(p.key() == expected[i].first);
+    CHECK(p.value().sizes().vec() == expected[i].second);
+    ++i;
+  }
+}
+
+TEST_CASE("convnext_tiny uses Linear MLP weights [4C, C]") {
+  auto m = make_convnext("convnext_tiny", opts(3, 1000));
+  auto p = m->named_parameters();
+  CHECK(p["stages.0.blocks.0.mlp.fc1.weight"].sizes().vec() == std::vector<int64_t>{384, 96});
+  CHECK(p["stages.3.blocks.2.mlp.fc2.weight"].sizes().vec() == std::vector<int64_t>{768, 3072});
+  CHECK(p["stages.3.downsample.1.weight"].sizes().vec() == std::vector<int64_t>{768, 384, 2, 2});
+}
+
+TEST_CASE("forward gives logits, or pooled features when num_classes = 0") {
+  torch::manual_seed(0);
+  auto m = make_convnext("convnext_atto", opts(1, 10));
+  m->eval();
+  torch::NoGradGuard g;
+  CHECK(m->forward(torch::randn({2, 1, 32, 32})).sizes().vec() == std::vector<int64_t>{2, 10});
+  CHECK(m->forward(torch::randn({2, 1, 56, 56})).sizes().vec() == std::vector<int64_t>{2, 10});
+  CHECK(m->forward(torch::randn({1, 1, 33, 47})).sizes().vec() == std::vector<int64_t>{1, 10});
+
+  auto f = make_convnext("convnext_atto", opts(1, 0));
+  CHECK(f->num_classes() == 0);
+  CHECK(f->named_parameters().size() == 126);  // no head.fc
+  CHECK(f->forward(torch::randn({3, 1, 32, 32})).sizes().vec() == std::vector<int64_t>{3, 320});
+}
+
+TEST_CASE("too small or wrongly shaped inputs give a UserError that says how to fix it") {
+  auto m = make_convnext("convnext_atto", opts(1, 10));
+  CHECK(m->min_input_size() == 32);
+  CHECK(user_error([&] { m->forward(torch::zeros({2, 1, 28, 28})); }) ==
+        "convnext_atto needs inputs of at least 32x32, got 28x28: resize, e.g. [[data.train_transforms]] "
+        "name = \"resize\" size = [32, 32]");
+  CHECK(user_error([&] { m->forward(torch::zeros({2, 1, 64, 31})); }).find("got 64x31") != std::string::npos);
+  std::string err = user_error([&] { m->forward(torch::zeros({2, 3, 32, 32})); });
+  CHECK(err.find("in_chans = 1") != std::string::npos);
+  CHECK(err.find("[2, 3, 32, 32]") != std::string::npos);
+}
+
+TEST_CASE("stages() covers every parameter, input to output") {
+  auto m = make_convnext("convnext_atto", opts(1, 10));
+  auto st = m->stages();
+  CHECK(st == std::vector<std::string>{"stem", "stages.0", "stages.1", "stages.2", "stages.3", "head"});
+  for (const auto& p : m->named_parameters()) {
+    bool found = false;
+    for (const auto& s : st) found = found || p.key().rfind(s + ".", 0) == 0;
+    CHECK_MESSAGE(found, p.key());
+  }
+}
+
+TEST_CASE("every variant is registered and builds from a recipe table") {
+  ModelRegistry registry("model");
+  register_models(registry);
+  for (const auto& a : convnext_archs()) CHECK(registry.find(a.name) != nullptr);
+  auto docs = registry.describe("convnext_atto");
+  std::vector<std::string> keys;
+  for (const auto& d : docs) keys.push_back(d.key);
+  CHECK(keys == std::vector<std::string>{"in_chans", "num_classes", "drop_path_rate", "drop_rate", "pretrained",
+                                         "channels_last"});
+
+  auto dir = test::temp_dir("convnext_recipe");
+  std::string file = dir + "/r.toml";
+  std::ofstream(file) << "[model]\nname = \"convnext_atto\"\nin_chans = 1\nnum_classes = 10\nchannels_last = false\n";
+  RecipeDocument doc(file, {});
+  Options root = doc.root();
+  Options model = root.table("model", "");
+  auto factory = registry.parse(model);
+  doc.finish();
+  CHECK(doc.diagnostics().ok());
+  REQUIRE(factory);
+  auto m = factory();
+  CHECK(m->num_classes() == 10);
+  CHECK(count_params(*m) == 3376450);
+
+  std::ofstream(file) << "[model]\nname = \"convnext_atto\"\npretrained = \"missing.safetensors\"\ndrop_path_rate = 1\n";
+  RecipeDocument bad(file, {});
+  Options bad_root = bad.root();
+  Options bad_model = bad_root.table("model", "");
+  registry.parse(bad_model);
+  CHECK(bad.diagnostics().lines().size() == 2);  // both problems at once, before building anything
+}

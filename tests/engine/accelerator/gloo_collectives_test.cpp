@@ -1,0 +1,193 @@
+// Gloo collectives on 2 real processes (engine::launch forks them). Workers never use doctest:
+// they throw on a wrong value (launch() then throws "rank R failed: <what>") or write what they
+// saw to files that the parent checks.
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "engine/accelerator/collectives.h"
+#include "engine/core/errors.h"
+#include "engine/launcher/launcher.h"
+#include "tests/support/paths.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+void expect(bool ok, const std::string& what) {
+  if (!ok) throw std::runtime_error(what);
+}
+
+// Runs `body` on 2 ranks with a Gloo group; 10 s bounds every collective.
+void on_two_ranks(const std::function<void(engine::Collectives&)>& body) {
+  engine::LaunchOptions o;
+  o.master_port = 0;
+  o.threads_per_process = 1;
+  engine::launch([&] {
+    auto c = engine::make_gloo_collectives(engine::detect_world(), 10s);
+    body(*c);
+  }, 2, o);
+}
+
+void write_file(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+std::string read_file(const std::string& path) {
+  std::stringstream s;
+  s << std::ifstream(path).rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+TEST_CASE("gloo all_reduce_sum: exact sums of rank-dependent tensors, several dtypes") {
+  // The parent runs OpenMP-parallel ops first: forked workers must still compute (no pool hang).
+  torch::Tensor warm = torch::rand({512, 512}).mm(torch::rand({512, 512}));
+  CHECK(warm.numel() == 512 * 512);
+  CHECK_NOTHROW(on_two_ranks([](engine::Collectives& c) {
+    const int r = c.rank();
+    auto make = [](int rank) {
+      return std::vector<torch::Tensor>{
+          torch::arange(640, torch::kFloat).reshape({64, 10}) * (rank + 1),
+          torch::full({3}, 0.25 * (rank + 1), torch::kDouble),
+          torch::arange(5, torch::kLong) + 10 * rank,
+          torch::arange(12, torch::kFloat).reshape({3, 4}).t() * (rank + 2),  // non-contiguous
+          torch::tensor(1.5f * rank),                                         // 0-dim
+          torch::ones({1000003}) * (rank + 1)};                               // 4 MB
+    };
+    auto mine = make(r);
+    auto want = make(0);
+    for (size_t i = 0; i < want.size(); ++i) want[i] = want[i] + make(1)[i];
+    for (int round = 0; round < 2; ++round) {  // the group stays usable call after call
+      auto got = make(r);
+      c.all_reduce_sum(got);
+      for (size_t i = 0; i < got.size(); ++i) {
+        expect(torch::equal(got[i], want[i]), "tensor " + std::to_string(i) + " wrong on rank " + std::to_string(r));
+        expect(got[i].sizes() == mine[i].sizes() && got[i].strides() == mine[i].strides(), "shape/strides changed");
+      }
+    }
+    std::vector<torch::Tensor> none;
+    c.all_reduce_sum(none);
+    c.barrier();
+  }));
+}
+
+TEST_CASE("gloo all_gather: unequal dim 0 comes back in rank order, trimmed") {
+  CHECK_NOTHROW(on_two_ranks([](engine::Collectives& c) {
+    auto rows = [](int rank) {
+      return rank == 0 ? torch::arange(6, torch::kFloat).reshape({3, 2})
+                       : torch::arange(4, torch::kFloat).reshape({2, 2}) + 100;
+    };
+    auto got = c.all_gather(rows(c.rank()));
+    expect(got.size() == 2, "expected 2 parts");
+    expect(torch::equal(got[0], rows(0)) && torch::equal(got[1], rows(1)), "wrong parts");
+    auto scalars = c.all_gather(torch::tensor(static_cast<int64_t>(7 + c.rank())));
+    expect(torch::equal(torch::cat(scalars), torch::tensor({7, 8}, torch::kLong)), "scalars");
+    auto empty = c.all_gather(torch::zeros({c.rank() == 0 ? 0 : 2, 3}));
+    expect(empty[0].size(0) == 0 && empty[1].size(0) == 2, "empty part");
+  }));
+}
+
+TEST_CASE("gloo broadcast: root's values overwrite the others, any root") {
+  CHECK_NOTHROW(on_two_ranks([](engine::Collectives& c) {
+    const bool root = c.rank() == 0;
+    auto weight = torch::full({4, 4}, root ? 7.0f : 0.0f).requires_grad_();  // a parameter
+    std::vector<torch::Tensor> ts{weight, torch::arange(3, torch::kLong) * (root ? 5 : 0),
+                                  torch::full({2, 3}, root ? 1.0 : 9.0, torch::kDouble).t()};
+    c.broadcast(ts, 0);
+    expect(torch::equal(ts[0], torch::full({4, 4}, 7.0f)), "weight not overwritten");
+    expect(torch::equal(ts[1], torch::tensor({0, 5, 10}, torch::kLong)), "ints");
+    expect(torch::equal(ts[2], torch::full({3, 2}, 1.0, torch::kDouble)), "doubles");
+    std::vector<torch::Tensor> from1{torch::full({3}, static_cast<float>(c.rank()))};
+    c.broadcast(from1, 1);
+    expect(torch::equal(from1[0], torch::ones({3})), "root 1");
+  }));
+}
+
+TEST_CASE("gloo: a shape mismatch is an error on every rank naming every shape, then the group still works") {
+  std::string dir = engine::test::temp_dir("gloo_mismatch");
+  CHECK_NOTHROW(on_two_ranks([&](engine::Collectives& c) {
+    const int r = c.rank();
+    std::vector<torch::Tensor> ts{torch::ones({2}), torch::ones({r == 0 ? 64 : 32, 10})};
+    std::string msg = "(no error)";
+    try {
+      c.all_reduce_sum(ts);
+    } catch (const std::runtime_error& e) {
+      msg = e.what();
+    }
+    try {
+      c.all_gather(torch::ones({3, r == 0 ? 4 : 5}));
+    } catch (const std::runtime_error& e) {
+      msg += std::string("\n") + e.what();
+    }
+    std::vector<torch::Tensor> ok{torch::ones({2})};
+    c.all_reduce_sum(ok);  // no hang, no poisoned group after a checked mismatch
+    expect(torch::equal(ok[0], torch::full({2}, 2.0f)), "group unusable after mismatch");
+    write_file(dir + "/rank" + std::to_string(r), msg);
+  }));
+  for (int r = 0; r < 2; ++r) {
+    std::string msg = read_file(dir + "/rank" + std::to_string(r));
+    INFO("rank ", r, ": ", msg);
+    CHECK(msg.find("all_reduce_sum: shape mismatch across ranks: rank 0 [64, 10], rank 1 [32, 10] (tensor 1 of 2)") !=
+          std::string::npos);
+    CHECK(msg.find("all_gather: shape mismatch across ranks (only dim 0 may differ): rank 0 [3, 4], rank 1 [3, 5]") !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("gloo: a SIGKILLed peer makes the survivor's collective throw at once") {
+  std::string dir = engine::test::temp_dir("gloo_killed");
+  auto t0 = Clock::now();
+  std::string error;
+  try {
+    on_two_ranks([&](engine::Collectives& c) {
+      std::vector<torch::Tensor> ts{torch::ones({1000})};
+      c.all_reduce_sum(ts);  // the group works
+      if (c.rank() == 1) {
+        std::this_thread::sleep_for(200ms);  // let rank 0 block in the next collective
+        write_file(dir + "/killed_at", std::to_string(Clock::now().time_since_epoch().count()));
+        raise(SIGKILL);
+      }
+      signal(SIGTERM, SIG_IGN);  // outlive launch()'s fail-fast SIGTERM long enough to report
+      std::string what = "(no error)";
+      try {
+        c.all_reduce_sum(ts);
+      } catch (const std::exception& e) {
+        what = e.what();
+      }
+      auto caught = Clock::now().time_since_epoch().count();
+      std::string again;
+      try {
+        c.barrier();  // after a transport failure, later calls fail at once
+      } catch (const std::exception& e) {
+        again = e.what();
+      }
+      write_file(dir + "/survivor", std::to_string(caught) + "\n" + what + "\n" + again);
+      throw std::runtime_error(what);
+    });
+  } catch (const engine::RunError& e) {
+    error = e.what();
+  }
+  double launch_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  CHECK(error.find("rank 1 failed: killed by signal SIGKILL") != std::string::npos);
+  CHECK(launch_s < 10.0);
+  std::istringstream survivor(read_file(dir + "/survivor"));
+  long long caught = 0;
+  std::string what, again;
+  survivor >> caught;
+  survivor.ignore();
+  std::getline(survivor, what);
+  std::getline(survivor, again);
+  long long killed = std::stoll(read_file(dir + "/killed_at"));
+  double detect_ms = (caught - killed) / 1e6;
+  MESSAGE("survivor's collective threw ", detect_ms, " ms after the kill: ", what);
+  CHECK(detect_ms < 10000);
+  CHECK(what.find("all_reduce_sum failed on rank 0 of 2") != std::string::npos);
+  CHECK(again.find("unusable after an earlier failure") != std::string::npos);
+}

@@ -1,0 +1,178 @@
+// launch_processes() with /bin/sh workers and launch() with forked functions: environment,
+// success, fail-fast (exit code, signal, exception), signal forwarding and option errors.
+#include "engine/launcher/launcher.h"
+
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "engine/core/errors.h"
+#include "tests/support/paths.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+int run_sh(const std::string& script, engine::LaunchOptions o = {}) {
+  if (o.master_port == 29500) o.master_port = 0;
+  if (o.nproc_per_node == 1) o.nproc_per_node = 2;
+  return engine::launch_processes(o, {"/bin/sh", "-c", script});
+}
+
+std::map<std::string, std::string> read_env(const std::string& path) {
+  std::map<std::string, std::string> env;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    auto eq = line.find('=');
+    if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return env;
+}
+
+}  // namespace
+
+TEST_CASE("launch_processes: every worker succeeds -> 0") {
+  CHECK(run_sh("exit 0") == 0);
+}
+
+TEST_CASE("launch_processes: each worker sees its rendezvous environment") {
+  std::string dir = engine::test::temp_dir("launch_env");
+  engine::LaunchOptions o;
+  o.threads_per_process = 3;
+  REQUIRE(run_sh("env > " + dir + "/env_$RANK", o) == 0);
+  auto e0 = read_env(dir + "/env_0");
+  auto e1 = read_env(dir + "/env_1");
+  for (int r = 0; r < 2; ++r) {
+    auto& e = r == 0 ? e0 : e1;
+    CHECK(e["RANK"] == std::to_string(r));
+    CHECK(e["LOCAL_RANK"] == std::to_string(r));
+    CHECK(e["WORLD_SIZE"] == "2");
+    CHECK(e["LOCAL_WORLD_SIZE"] == "2");
+    CHECK(e["NODE_RANK"] == "0");
+    CHECK(e["MASTER_ADDR"] == "127.0.0.1");
+    CHECK(e["OMP_NUM_THREADS"] == "3");
+    CHECK(e["ENGINE_THREADS"] == "3");
+    CHECK(e.count("PATH") == 1);  // the launcher's own environment is kept
+  }
+  int port = std::atoi(e0["MASTER_PORT"].c_str());
+  CHECK(port > 0);
+  CHECK(e1["MASTER_PORT"] == e0["MASTER_PORT"]);
+}
+
+TEST_CASE("launch_processes: the second node's ranks follow the first node's") {
+  std::string dir = engine::test::temp_dir("launch_node");
+  engine::LaunchOptions o;
+  o.nnodes = 2;
+  o.node_rank = 1;
+  o.master_port = 29999;
+  REQUIRE(engine::launch_processes(o, {"/bin/sh", "-c", "env > " + dir + "/env_$LOCAL_RANK"}) == 0);
+  auto e = read_env(dir + "/env_0");
+  CHECK(e["RANK"] == "1");
+  CHECK(e["WORLD_SIZE"] == "2");
+  CHECK(e["NODE_RANK"] == "1");
+  CHECK(e["MASTER_PORT"] == "29999");
+}
+
+TEST_CASE("launch_processes: one worker fails -> 1 within seconds and the others are gone") {
+  std::string dir = engine::test::temp_dir("launch_fail");
+  auto t0 = Clock::now();
+  // `exec` makes the sleeper the worker itself (not a grandchild of sh), so its pid is the one.
+  int rc = run_sh("if [ \"$RANK\" = 1 ]; then sleep 0.2; exit 3; fi; echo $$ > " + dir +
+                  "/sleeper; exec sleep 60");
+  CHECK(rc == 1);
+  CHECK(seconds_since(t0) < 10.0);
+  std::ifstream in(dir + "/sleeper");
+  pid_t sleeper = 0;
+  in >> sleeper;
+  REQUIRE(sleeper > 0);
+  CHECK(kill(sleeper, 0) == -1);  // reaped: no such process
+  CHECK(errno == ESRCH);
+}
+
+TEST_CASE("launch_processes: a worker killed by a signal, or a program that cannot run -> 1") {
+  CHECK(run_sh("if [ \"$RANK\" = 0 ]; then kill -9 $$; fi; exec sleep 60") == 1);
+  engine::LaunchOptions o;
+  o.master_port = 0;
+  CHECK(engine::launch_processes(o, {"/nonexistent/program"}) == 1);
+}
+
+TEST_CASE("launch_processes: SIGTERM sent to the launcher is forwarded to the workers") {
+  auto t0 = Clock::now();
+  std::thread sender([] {
+    std::this_thread::sleep_for(500ms);
+    kill(getpid(), SIGTERM);
+  });
+  int rc = run_sh("exec sleep 60");
+  sender.join();
+  CHECK(rc == 128 + SIGTERM);
+  CHECK(seconds_since(t0) < 5.0);
+}
+
+TEST_CASE("launch_processes: invalid options are user errors") {
+  engine::LaunchOptions o;
+  o.nnodes = 2;
+  o.node_rank = 2;
+  CHECK_THROWS_AS(engine::launch_processes(o, {"/bin/true"}), engine::UserError);
+  o.node_rank = 0;
+  o.master_port = 0;
+  CHECK_THROWS_AS(engine::launch_processes(o, {"/bin/true"}), engine::UserError);
+  CHECK_THROWS_AS(engine::launch_processes({}, {}), engine::UserError);
+  CHECK_THROWS_AS(engine::launch([] {}, 0), engine::UserError);
+}
+
+TEST_CASE("launch: one process runs fn here, with the environment untouched") {
+  CHECK_FALSE(engine::cuda_initialized());
+  int calls = 0;
+  const char* rank_before = std::getenv("RANK");
+  CHECK(engine::launch([&] { ++calls; }, 1) == 0);
+  CHECK(calls == 1);
+  CHECK(std::getenv("RANK") == rank_before);
+  CHECK_THROWS_WITH_AS(engine::launch([] { throw std::runtime_error("inline"); }, 1), "inline",
+                       std::runtime_error);
+}
+
+TEST_CASE("launch: two forked workers see their ranks; success -> 0") {
+  std::string dir = engine::test::temp_dir("launch_fn");
+  engine::LaunchOptions o;
+  o.master_port = 0;
+  CHECK(engine::launch([&] {
+          std::ofstream(dir + "/rank_" + std::getenv("RANK"))
+              << std::getenv("WORLD_SIZE") << " " << std::getenv("LOCAL_RANK") << " "
+              << std::getenv("MASTER_PORT");
+        }, 2, o) == 0);
+  for (int r = 0; r < 2; ++r) {
+    std::ifstream in(dir + "/rank_" + std::to_string(r));
+    int world = 0, local = -1, port = 0;
+    in >> world >> local >> port;
+    CHECK(world == 2);
+    CHECK(local == r);
+    CHECK(port > 0);
+  }
+}
+
+TEST_CASE("launch: a worker that throws makes launch throw RunError naming that rank, fast") {
+  engine::LaunchOptions o;
+  o.master_port = 0;
+  auto t0 = Clock::now();
+  CHECK_THROWS_WITH_AS(engine::launch([] {
+                         if (std::string(std::getenv("RANK")) == "1") throw std::runtime_error("boom");
+                         std::this_thread::sleep_for(60s);  // stopped by the fail-fast SIGTERM
+                       }, 2, o),
+                       "rank 1 failed: boom", engine::RunError);
+  CHECK(seconds_since(t0) < 5.0);
+}
