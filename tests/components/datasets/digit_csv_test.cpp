@@ -183,9 +183,9 @@ TEST_CASE("digit_csv options from a recipe: missing file and bad image_shape are
   for (const auto& l : lines) all += l + "\n";
   INFO(all);  // shown only when a check fails
   REQUIRE(lines.size() == 3);
-  CHECK(lines[0].find(recipe + ":8:8: bad.path: file not found: nowhere.csv") == 0);
-  CHECK(lines[1].find(recipe + ":9:15: bad.image_shape") == 0);
-  CHECK(lines[2].find(recipe + ":10:15: bad.num_classes") == 0);
+  CHECK(all.find(recipe + ":8:8: bad.path: file not found: nowhere.csv") != std::string::npos);
+  CHECK(all.find(recipe + ":9:15: bad.image_shape: expected [] or two values") != std::string::npos);
+  CHECK(all.find(recipe + ":10:15: bad.num_classes: value 0 is out of range") != std::string::npos);
   REQUIRE(factory);
   auto ds = factory();
   CHECK(ds->size() == 2000);
