@@ -76,6 +76,7 @@ void read_predict(Options root, Recipe& r, const Registries& reg) {
   r.predict.id_column = o.text("id_column", r.predict.id_column, "header of the id column");
   r.predict.label_column = o.text("label_column", r.predict.label_column, "header of the predicted label column");
   r.predict.id_start = o.integer("id_start", r.predict.id_start, "id of the first row (Kaggle: 1)");
+  r.predict.limit = o.integer("limit", 0, "predict only the first N rows (0 = all)", 0);
   r.predict.labels = o.text("labels", "", "optional id,label file to score the predictions against (test/accuracy)");
   if (!r.predict.labels.empty()) o.existing_file("labels", "", "");
 }

@@ -46,6 +46,7 @@ struct PredictSection {
   std::string id_column = "ImageId";
   std::string label_column = "Label";
   int64_t id_start = 1;
+  int64_t limit = 0;             // > 0: predict only the first N rows (smoke tests)
   std::string labels;            // optional "ImageId,Label" file to score the submission against
 };
 

@@ -217,7 +217,7 @@ std::vector<std::pair<std::string, double>> Trainer::predict() {
   std::shared_ptr<const Dataset> data = p.dataset();
   Loader loader(data, build_all(recipe_.data.eval_transforms),
                 LoaderOptions{eval_batch_size(recipe_.data), recipe_.data.workers, recipe_.data.prefetch, true, 0});
-  std::vector<size_t> all(data->size());
+  std::vector<size_t> all(p.limit > 0 ? std::min<size_t>(p.limit, data->size()) : data->size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
   EvalResult r = evaluate(loader, all, "test", false);
   std::vector<std::pair<std::string, double>> out;

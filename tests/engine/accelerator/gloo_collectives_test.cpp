@@ -26,13 +26,14 @@ void expect(bool ok, const std::string& what) {
   if (!ok) throw std::runtime_error(what);
 }
 
-// Runs `body` on 2 ranks with a Gloo group; 10 s bounds every collective.
-void on_two_ranks(const std::function<void(engine::Collectives&)>& body) {
+// Runs `body` on 2 ranks with a Gloo group; `timeout` bounds every collective.
+void on_two_ranks(const std::function<void(engine::Collectives&)>& body,
+                  std::chrono::milliseconds timeout = 10s) {
   engine::LaunchOptions o;
   o.master_port = 0;
   o.threads_per_process = 1;
   engine::launch([&] {
-    auto c = engine::make_gloo_collectives(engine::detect_world(), 10s);
+    auto c = engine::make_gloo_collectives(engine::detect_world(), timeout);
     body(*c);
   }, 2, o);
 }
@@ -190,4 +191,54 @@ TEST_CASE("gloo: a SIGKILLed peer makes the survivor's collective throw at once"
   CHECK(detect_ms < 10000);
   CHECK(what.find("all_reduce_sum failed on rank 0 of 2") != std::string::npos);
   CHECK(again.find("unusable after an earlier failure") != std::string::npos);
+}
+
+TEST_CASE("gloo: a peer that stops calling collectives makes the other's call throw after the timeout") {
+  std::string dir = engine::test::temp_dir("gloo_hung");
+  CHECK_NOTHROW(on_two_ranks([&](engine::Collectives& c) {
+    c.barrier();
+    if (c.rank() == 1) {
+      std::this_thread::sleep_for(2500ms);  // alive, but never joins the all-reduce
+      return;
+    }
+    auto t0 = Clock::now();
+    std::string what = "(no error)";
+    try {
+      std::vector<torch::Tensor> ts{torch::ones({4})};
+      c.all_reduce_sum(ts);
+    } catch (const engine::RunError& e) {
+      what = e.what();
+    }
+    write_file(dir + "/rank0", std::to_string(std::chrono::duration<double>(Clock::now() - t0).count()) + "\n" + what);
+  }, 1s));
+  std::istringstream in(read_file(dir + "/rank0"));
+  double s = 0;
+  std::string what;
+  in >> s;
+  in.ignore();
+  std::getline(in, what);
+  INFO(what);
+  CHECK(s >= 0.9);
+  CHECK(s < 2.4);
+  CHECK(what.find("all_reduce_sum failed on rank 0 of 2") != std::string::npos);
+}
+
+TEST_CASE("gloo: a rendezvous nobody joins fails after the timeout, naming the address") {
+  engine::WorldInfo w;
+  w.world_size = 2;
+  w.master_port = engine::pick_free_port();
+  for (int rank : {0, 1}) {  // 0: the store's server waits for workers; 1: a client finds no server
+    w.rank = rank;
+    auto t0 = Clock::now();
+    std::string error;
+    try {
+      engine::make_gloo_collectives(w, 1s);
+    } catch (const engine::RunError& e) {
+      error = e.what();
+    }
+    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    INFO("rank ", rank, ": ", error);
+    CHECK(error.find("rendezvous at 127.0.0.1:" + std::to_string(w.master_port)) != std::string::npos);
+    CHECK(s < 5.0);
+  }
 }
