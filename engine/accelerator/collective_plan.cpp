@@ -154,7 +154,7 @@ std::vector<int64_t> check_gather_shapes(const torch::Tensor& t, const GatherRow
   return rows;
 }
 
-std::vector<Bucket> make_buckets(const std::vector<torch::Tensor>& tensors, bool fill,
+std::vector<Bucket> make_buckets(const std::vector<torch::Tensor>& tensors,
                                  std::size_t max_bucket_bytes) {
   // Group by (dtype, device) in first-seen order so the buckets line up on every rank.
   std::vector<std::vector<std::size_t>> groups;
@@ -173,32 +173,35 @@ std::vector<Bucket> make_buckets(const std::vector<torch::Tensor>& tensors, bool
   }
   std::vector<Bucket> buckets;
   for (const auto& g : groups) {
-    std::size_t start = 0;
-    while (start < g.size()) {
+    for (std::size_t k = 0; k < g.size();) {
       Bucket b;
       std::size_t bytes = 0;
-      for (std::size_t k = start; k < g.size(); ++k) {
-        std::size_t nb = tensors[g[k]].numel() * tensors[g[k]].element_size();
+      for (; k < g.size(); ++k) {
+        const auto& t = tensors[g[k]];
+        std::size_t nb = t.numel() * t.element_size();
         if (!b.members.empty() && bytes + nb > max_bucket_bytes) break;
         b.members.push_back(g[k]);
+        b.numel += t.numel();
         bytes += nb;
-      }
-      start += b.members.size();
-      const auto& first = tensors[b.members[0]];
-      if (b.members.size() == 1 && first.is_contiguous()) {
-        b.flat = first.view({-1});  // no copy in, no copy out
-        b.aliases = true;
-      } else if (fill) {
-        std::vector<torch::Tensor> parts;
-        for (auto i : b.members) parts.push_back(tensors[i].reshape({-1}));
-        b.flat = torch::cat(parts);
-      } else {
-        b.flat = torch::empty({static_cast<int64_t>(bytes / first.element_size())}, first.options());
       }
       buckets.push_back(std::move(b));
     }
   }
   return buckets;
+}
+
+void pack(Bucket& b, const std::vector<torch::Tensor>& tensors, bool fill) {
+  const auto& first = tensors[b.members[0]];
+  if (b.members.size() == 1 && first.is_contiguous()) {
+    b.flat = first.view({-1});  // no copy in, no copy out
+    b.aliases = true;
+  } else if (fill) {
+    std::vector<torch::Tensor> parts;
+    for (auto i : b.members) parts.push_back(tensors[i].reshape({-1}));
+    b.flat = torch::cat(parts);
+  } else {
+    b.flat = torch::empty({b.numel}, first.options());
+  }
 }
 
 void unflatten(const Bucket& bucket, std::vector<torch::Tensor>& tensors) {

@@ -32,16 +32,22 @@ std::vector<int64_t> check_gather_shapes(const torch::Tensor& tensor, const Gath
 /// transport makes one call per bucket instead of one per tensor (DDP's gradient buckets).
 struct Bucket {
   std::vector<std::size_t> members;  // indices into the caller's list, in order
-  torch::Tensor flat;                // the buffer the transport reads and writes
+  int64_t numel = 0;                 // elements over all members
+  torch::Tensor flat;                // the buffer the transport reads and writes (after pack())
   bool aliases = false;              // flat IS the single member's storage: nothing to copy back
 };
 
 /// Groups `tensors` by (dtype, device), first-seen order, and splits a group into buckets of at
-/// most `max_bucket_bytes` (a bucket holds at least one tensor). With fill=false the buffers are
-/// left uninitialised (a broadcast's receivers). A lone contiguous tensor is used in place.
-/// Throws std::invalid_argument for undefined or non-strided (sparse) tensors.
-std::vector<Bucket> make_buckets(const std::vector<torch::Tensor>& tensors, bool fill = true,
-                                 std::size_t max_bucket_bytes = 64u << 20);
+/// most `max_bucket_bytes` (a bucket holds at least one tensor). Buffers are not allocated yet:
+/// pack() each bucket just before handing it to the transport, so that packing bucket k+1
+/// overlaps the transfer of bucket k. Throws std::invalid_argument for undefined or non-strided
+/// (sparse) tensors.
+std::vector<Bucket> make_buckets(const std::vector<torch::Tensor>& tensors,
+                                 std::size_t max_bucket_bytes);
+
+/// Allocates `bucket.flat`: the lone contiguous member itself (aliases), else a new buffer that
+/// holds the members' values (fill=true) or is left uninitialised (a broadcast's receivers).
+void pack(Bucket& bucket, const std::vector<torch::Tensor>& tensors, bool fill);
 
 /// Copies a bucket's buffer back into its member tensors (in place; keeps their strides).
 void unflatten(const Bucket& bucket, std::vector<torch::Tensor>& tensors);

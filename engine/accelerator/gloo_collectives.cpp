@@ -61,12 +61,16 @@ class GlooCollectives final : public Collectives {
   // once instead of each waiting out the timeout (e.g. a barrier in the trainer's cleanup).
   template <class F>
   void talk(const char* op, F&& step);
+  template <class Start>
+  void bucketed(const char* op, std::vector<torch::Tensor>& tensors, bool fill, bool unpack,
+                Start&& start);
   // The GatherRows of collective_plan.h for the checks that precede operation `op`.
   GatherRows gather_rows(const char* op);
 
   int rank_;
   int size_;
   std::chrono::milliseconds timeout_;
+  std::size_t bucket_bytes_ = 4u << 20;
   std::string broken_;  // first transport error; non-empty = unusable
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;  // 1.13: a ProcessGroup; 2.x: a Backend
@@ -74,9 +78,14 @@ class GlooCollectives final : public Collectives {
 
 GlooCollectives::GlooCollectives(const WorldInfo& world, std::chrono::milliseconds timeout)
     : rank_(world.rank), size_(world.world_size), timeout_(timeout) {
+  if (const char* mb = std::getenv("ENGINE_GLOO_BUCKET_KB")) bucket_bytes_ = std::atoll(mb) << 10;  // TEMP
   if (size_ < 1 || rank_ < 0 || rank_ >= size_) {
     throw std::invalid_argument(fmt::format("make_gloo_collectives: rank {} outside world of {}",
                                             rank_, size_));
+  }
+  if (world.master_port < 1 || world.master_port > 65535) {
+    throw std::invalid_argument(fmt::format("make_gloo_collectives: master_port {} is not a TCP port",
+                                            world.master_port));
   }
   // The rendezvous gets the same bound as every collective; under 1 s TCPStore fails to connect.
   auto store_timeout = std::max(timeout, std::chrono::milliseconds(1000));
@@ -127,25 +136,35 @@ GatherRows GlooCollectives::gather_rows(const char* op) {
   };
 }
 
+// Packs bucket k+1 while Gloo's worker threads already move bucket k, and unpacks bucket k as
+// soon as it lands: the copies hide behind the transfer instead of adding to it.
+template <class Start>
+void GlooCollectives::bucketed(const char* op, std::vector<torch::Tensor>& tensors, bool fill,
+                               bool unpack, Start&& start) {
+  std::vector<Bucket> buckets = make_buckets(tensors, bucket_bytes_);
+  std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  for (auto& b : buckets) {
+    pack(b, tensors, fill);
+    talk(op, [&] { works.push_back(start(b.flat)); });
+  }
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    talk(op, [&] { works[i]->wait(); });
+    if (unpack) unflatten(buckets[i], tensors);
+  }
+}
+
 void GlooCollectives::all_reduce_sum(std::vector<torch::Tensor>& tensors) {
   if (size_ == 1) return;
   // One small collective proves every rank passes the same list; only then the real one, so a
   // mismatch is an error on every rank instead of a hang or a sum of unrelated bytes.
   check_same_shapes("all_reduce_sum", tensors, /*root=*/-1, gather_rows("all_reduce_sum"));
   torch::NoGradGuard no_grad;
-  std::vector<Bucket> buckets = make_buckets(tensors);
   c10d::AllreduceOptions opts;
-  opts.timeout = timeout_;
-  talk("all_reduce_sum", [&] {
-    // Start every bucket before waiting on any: Gloo's worker threads overlap them.
-    std::vector<c10::intrusive_ptr<c10d::Work>> works;
-    for (auto& b : buckets) {
-      std::vector<torch::Tensor> buf{b.flat};
-      works.push_back(pg_->allreduce(buf, opts));
-    }
-    for (auto& w : works) w->wait();
+  opts.timeout = timeout_;  // honoured by 2.x; 1.13 uses the Options timeout set at creation
+  bucketed("all_reduce_sum", tensors, /*fill=*/true, /*unpack=*/true, [&](torch::Tensor& flat) {
+    std::vector<torch::Tensor> buf{flat};
+    return pg_->allreduce(buf, opts);
   });
-  for (auto& b : buckets) unflatten(b, tensors);
 }
 
 void GlooCollectives::broadcast(std::vector<torch::Tensor>& tensors, int root) {
@@ -156,23 +175,16 @@ void GlooCollectives::broadcast(std::vector<torch::Tensor>& tensors, int root) {
   if (size_ == 1) return;
   check_same_shapes("broadcast", tensors, root, gather_rows("broadcast"));
   torch::NoGradGuard no_grad;  // parameters are leaves that require grad: copy_ needs this
-  // Only root's bucket contents matter; the others receive into uninitialised buffers.
-  std::vector<Bucket> buckets = make_buckets(tensors, /*fill=*/rank_ == root);
   c10d::BroadcastOptions opts;
   opts.rootRank = root;
   opts.rootTensor = 0;
   opts.timeout = timeout_;
-  talk("broadcast", [&] {
-    std::vector<c10::intrusive_ptr<c10d::Work>> works;
-    for (auto& b : buckets) {
-      std::vector<torch::Tensor> buf{b.flat};
-      works.push_back(pg_->broadcast(buf, opts));
-    }
-    for (auto& w : works) w->wait();
+  // Only root's values matter: the others receive into uninitialised buffers and unpack them.
+  const bool is_root = rank_ == root;
+  bucketed("broadcast", tensors, /*fill=*/is_root, /*unpack=*/!is_root, [&](torch::Tensor& flat) {
+    std::vector<torch::Tensor> buf{flat};
+    return pg_->broadcast(buf, opts);
   });
-  if (rank_ != root) {
-    for (auto& b : buckets) unflatten(b, tensors);
-  }
 }
 
 std::vector<torch::Tensor> GlooCollectives::all_gather(const torch::Tensor& tensor) {

@@ -138,6 +138,7 @@ int launch_processes(const LaunchOptions& options, const std::vector<std::string
   const LaunchOptions o = validated(options);
   std::vector<std::string> argv_strings = child_argv;
   std::vector<char*> argv = c_strings(argv_strings);
+  launcher_detail::ReapableChildren reapable;
   std::vector<Worker> workers;
   for (int local = 0; local < o.nproc_per_node; ++local) {
     std::vector<std::string> env_strings = merged_env(worker_env(o, local));
@@ -180,6 +181,7 @@ int launch(const std::function<void()>& fn, int num_processes, const LaunchOptio
   LaunchOptions requested = options;
   requested.nproc_per_node = num_processes;
   const LaunchOptions o = validated(requested);
+  launcher_detail::ReapableChildren reapable;
   std::vector<Worker> workers;
   for (int local = 0; local < o.nproc_per_node; ++local) {
     const int rank = o.node_rank * o.nproc_per_node + local;

@@ -40,7 +40,8 @@ int launch_processes(const LaunchOptions& options, const std::vector<std::string
 /// "rank R: <what>" on stderr and makes it exit 1.
 /// Returns 0 when every worker succeeded; otherwise throws engine::RunError
 /// "rank R failed: <what>" (or "... killed by signal SIGKILL") naming the first failing rank.
-/// num_processes == 1 calls fn() in this process, environment untouched, exceptions propagate.
+/// num_processes == 1 (one node) calls fn() in this process: environment untouched, exceptions
+/// propagate unchanged.
 /// Throws engine::UserError when num_processes < 1, for invalid options, and when CUDA is already
 /// initialised in this process (a forked child cannot use CUDA: create CUDA state inside fn).
 /// Not thread-safe: call it from one thread at a time.

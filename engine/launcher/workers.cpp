@@ -13,6 +13,7 @@
 #endif
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -123,6 +124,19 @@ std::string signal_name(int sig) {
   }
 }
 
+ReapableChildren::ReapableChildren() {
+  struct sigaction old {};
+  sigaction(SIGCHLD, nullptr, &old);
+  if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_IGN) {
+    signal(SIGCHLD, SIG_DFL);
+    restore_ = true;
+  }
+}
+
+ReapableChildren::~ReapableChildren() {
+  if (restore_) signal(SIGCHLD, SIG_IGN);
+}
+
 pid_t spawn(const std::function<void()>& body) {
   std::cout.flush();
   std::cerr.flush();
@@ -199,12 +213,17 @@ Outcome supervise(std::vector<Worker>& workers, int grace_ms) {
       auto& w = workers[i];
       if (w.pid <= 0) continue;
       int status = 0;
-      if (waitpid(w.pid, &status, WNOHANG) != w.pid) {
+      pid_t got = waitpid(w.pid, &status, WNOHANG);
+      if (got == 0 || (got < 0 && errno == EINTR)) {
         alive = true;
         continue;
       }
       w.pid = -1;
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      if (got < 0) {  // ECHILD: the host program set SIGCHLD to SIG_IGN, so the kernel reaped it
+        Failure f = make_failure(i, 0, w.report_fd);
+        f.how = "vanished (exit status unknown: SIGCHLD is ignored in the launching process)";
+        failures.push_back(std::move(f));
+      } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         failures.push_back(make_failure(i, status, w.report_fd));
       }
     }

@@ -25,6 +25,19 @@ struct Outcome {
   int interrupted_by = 0;   // SIGINT/SIGTERM the supervisor received and forwarded, else 0
 };
 
+/// While alive, makes sure this process can wait for its children: a host program that set
+/// SIGCHLD to SIG_IGN would have the kernel reap them, losing their exit status.
+class ReapableChildren {
+ public:
+  ReapableChildren();
+  ~ReapableChildren();
+  ReapableChildren(const ReapableChildren&) = delete;
+  ReapableChildren& operator=(const ReapableChildren&) = delete;
+
+ private:
+  bool restore_ = false;
+};
+
 /// Forks a child that runs `body` and never returns into the caller's code: `body` must exec or
 /// _exit (a return becomes _exit(127)). Before `body` the child restores default handlers for
 /// SIGINT/SIGTERM/crash signals (a test framework's handlers must not run in a worker), unblocks

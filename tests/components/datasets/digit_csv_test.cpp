@@ -97,7 +97,8 @@ TEST_CASE("digit_csv: bad rows are UserErrors naming the file and the 1-based li
   const std::string header = "label,pixel0,pixel1,pixel2,pixel3\n";
   SUBCASE("wrong column count") {
     std::string e = load_error(header + row(4, 1, 0) + row(3, 1, 1));
-    CHECK(e.find("bad.csv:3: row has 4 values (expected 5 values: a label and 4 pixels)") != std::string::npos);
+    CHECK(e.find("bad.csv:3: row has 4 values (expected 5 values: a label and 4 pixels)") !=
+          std::string::npos);
     e = load_error(header + row(5, 1, 0));
     CHECK(e.find("bad.csv:2: row has 6 values") != std::string::npos);
   }
@@ -108,15 +109,18 @@ TEST_CASE("digit_csv: bad rows are UserErrors naming the file and the 1-based li
     e = load_error(header + "1,0.5,0,0,0\n");  // 0..1 floats are not pixels
     CHECK(e.find("bad.csv:2: column 2: \"0.5\" is not an integer") != std::string::npos);
     e = load_error(header + "a,0,0,0,0\n");
-    CHECK(e.find("bad.csv:2: column 1: \"a\" is not an integer (expected a label 0..9)") != std::string::npos);
+    CHECK(e.find("bad.csv:2: column 1: \"a\" is not an integer (expected a label 0..9)") !=
+          std::string::npos);
   }
   SUBCASE("label out of range") {
     std::string e = load_error(header + row(4, 1, 9) + row(4, 1, 10));
-    CHECK(e.find("bad.csv:3: label 10 is out of range (expected 0..9 for num_classes = 10)") != std::string::npos);
+    CHECK(e.find("bad.csv:3: label 10 is out of range (expected 0..9 for num_classes = 10)") !=
+          std::string::npos);
   }
   SUBCASE("pixel out of range") {
     std::string e = load_error(header + "1,0,256,0,0\n");
-    CHECK(e.find("bad.csv:2: column 3: pixel value 256 is out of range (expected 0..255)") != std::string::npos);
+    CHECK(e.find("bad.csv:2: column 3: pixel value 256 is out of range (expected 0..255)") !=
+          std::string::npos);
     e = load_error(header + "1,0,-1,0,0\n");
     CHECK(e.find("bad.csv:2: column 3: pixel value -1 is out of range") != std::string::npos);
   }
@@ -167,9 +171,10 @@ TEST_CASE("digit_csv::get returns a copy: changing it never changes the stored d
 TEST_CASE("digit_csv options from a recipe: missing file and bad image_shape are reported with positions") {
   std::string dir = test::temp_dir("digit_csv_opts");
   std::string recipe = dir + "/r.toml";
-  std::ofstream(recipe) << "[ok]\nname = \"digit_csv\"\npath = \"" << test::mnist_file("test.csv")
-                        << "\"\nlabeled = false\nimage_shape = [28, 28]\n"
-                        << "[bad]\nname = \"digit_csv\"\npath = \"nowhere.csv\"\nimage_shape = [28]\nnum_classes = 0\n";
+  std::ofstream(recipe)
+      << "[ok]\nname = \"digit_csv\"\npath = \"" << test::mnist_file("test.csv")
+      << "\"\nlabeled = false\nimage_shape = [28, 28]\n"
+      << "[bad]\nname = \"digit_csv\"\npath = \"nowhere.csv\"\nimage_shape = [28]\nnum_classes = 0\n";
   RecipeDocument doc(recipe, {});
   DatasetRegistry reg("dataset");
   register_datasets(reg);

@@ -75,7 +75,8 @@ TEST_CASE("no-decay groups are untouched by weight decay; lr_scale scales the gr
   w.weight_decay = 0.5;
   auto decayed = torch::ones({2, 2}).requires_grad_(true);
   auto kept = torch::ones({2}).requires_grad_(true);
-  auto opt = make_adamw(w, {ParamGroup{"decay", {decayed}, true, 1.0}, ParamGroup{"no_decay", {kept}, false, 0.5}});
+  auto opt =
+      make_adamw(w, {ParamGroup{"decay", {decayed}, true, 1.0}, ParamGroup{"no_decay", {kept}, false, 0.5}});
   REQUIRE(opt->param_groups().size() == 2);
   CHECK(get_lr(*opt, 0) == doctest::Approx(0.1));
   CHECK(get_lr(*opt, 1) == doctest::Approx(0.05));

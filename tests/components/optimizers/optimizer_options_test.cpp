@@ -46,7 +46,7 @@ TEST_CASE("decay_groups: >= 2-D weights decay; biases, norms, gamma and 1-D para
                               {"stages.0.blocks.0.norm.weight", v},
                               {"stages.0.blocks.0.gamma", v},
                               {"head.fc.weight", w2},
-                              {"head.fc.bias", w2},       // 2-D, but a bias by name
+                              {"head.fc.bias", w2},          // 2-D, but a bias by name
                               {"stages.1.norm.weight", w2},  // 2-D, but a norm by name
                               {"bn1.weight", w2}});
   REQUIRE(groups.size() == 2);

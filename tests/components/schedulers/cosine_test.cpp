@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <fstream>
 
 #include "components/schedulers/all.h"
@@ -9,6 +10,10 @@
 #include "tests/support/paths.h"
 
 using namespace engine;
+
+namespace {
+const double kPi = std::acos(-1.0);
+}  // namespace
 
 TEST_CASE("cosine: small at step 0, base at the end of warmup, base * min_lr_fraction at the end") {
   CosineOptions o;
@@ -21,7 +26,7 @@ TEST_CASE("cosine: small at step 0, base at the end of warmup, base * min_lr_fra
   CHECK(s.lr(9, total, base) == doctest::Approx(base));
   CHECK(s.lr(10, total, base) == doctest::Approx(base));
   CHECK(s.lr(total - 1, total, base) == doctest::Approx(base * 0.1));
-  CHECK(s.lr(60, total, base) == doctest::Approx(base * (0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * 50.0 / 99)))));
+  CHECK(s.lr(60, total, base) == doctest::Approx(base * (0.1 + 0.9 * 0.5 * (1 + std::cos(kPi * 50.0 / 99)))));
   for (int64_t t = 1; t < 10; ++t) CHECK(s.lr(t, total, base) > s.lr(t - 1, total, base));
   for (int64_t t = 11; t < total; ++t) CHECK(s.lr(t, total, base) < s.lr(t - 1, total, base));
   CHECK_FALSE(s.momentum(5, total).has_value());
@@ -64,7 +69,8 @@ TEST_CASE("scheduler registry: names, defaults and option errors") {
   doc.finish();
   const auto& lines = doc.diagnostics().lines();
   REQUIRE(lines.size() == 2);
-  CHECK(lines[0].find("scheduler.warmup_fraction: set either warmup_steps or warmup_fraction") != std::string::npos);
+  CHECK(lines[0].find("scheduler.warmup_fraction: set either warmup_steps or warmup_fraction") !=
+        std::string::npos);
   CHECK(lines[1].find("scheduler.min_lr_fraction: value 2 is out of range") != std::string::npos);
   REQUIRE(factory);
   CHECK(factory()->lr(0, 10, 1.0) == doctest::Approx(0.2));  // still builds (warmup_steps = 5 wins)

@@ -11,9 +11,11 @@
 using namespace engine;
 
 namespace {
+const double kPi = std::acos(-1.0);
+
 // fastai, verbatim: SchedCos(start, end)(pos) = start + (1 + cos(pi * (1 - pos))) * (end - start) / 2
 double fastai_cos(double start, double end, double pos) {
-  return start + (1 + std::cos(M_PI * (1 - pos))) * (end - start) / 2;
+  return start + (1 + std::cos(kPi * (1 - pos))) * (end - start) / 2;
 }
 }  // namespace
 
@@ -29,7 +31,8 @@ TEST_CASE("one_cycle: lr_max/div at step 0, lr_max at pct_start, ~lr_max/div_fin
   CHECK(last > lr_max / 1e5);
   CHECK(last < lr_max / 1e5 + lr_max * 1e-3);
   // Mid-warmup, against fastai's formula.
-  CHECK(s.lr(20, total, lr_max) == doctest::Approx(fastai_cos(lr_max / 25, lr_max, 0.1 / 0.25)).epsilon(1e-12));
+  CHECK(s.lr(20, total, lr_max) ==
+        doctest::Approx(fastai_cos(lr_max / 25, lr_max, 0.1 / 0.25)).epsilon(1e-12));
   // Monotone segments.
   for (int64_t t = 1; t <= 50; ++t) CHECK(s.lr(t, total, lr_max) > s.lr(t - 1, total, lr_max));
   for (int64_t t = 51; t < total; ++t) CHECK(s.lr(t, total, lr_max) < s.lr(t - 1, total, lr_max));

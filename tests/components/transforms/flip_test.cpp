@@ -54,8 +54,10 @@ TEST_CASE("flip probability: p=0 never fires, p=1 always, p=0.5 about half the t
     for (int s = 0; s < 2000; ++s) {
       Rng rng(Rng::mix(s));
       cv::Mat img = base.clone();
-      if (horizontal) HorizontalFlip({p}).apply(img, rng);
-      else VerticalFlip({p}).apply(img, rng);
+      if (horizontal)
+        HorizontalFlip({p}).apply(img, rng);
+      else
+        VerticalFlip({p}).apply(img, rng);
       fired += !same(img, base);
     }
     return fired;

@@ -1,6 +1,7 @@
+#include "components/transforms/normalize.h"
+
 #include <doctest/doctest.h>
 
-#include "components/transforms/normalize.h"
 #include "engine/core/errors.h"
 
 using namespace engine;

@@ -1,9 +1,10 @@
+#include "components/transforms/random_brightness_contrast.h"
+
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
 
-#include "components/transforms/random_brightness_contrast.h"
 #include "engine/core/errors.h"
 
 using namespace engine;

@@ -1,8 +1,8 @@
+#include "components/transforms/resize.h"
+
 #include <doctest/doctest.h>
 
 #include <opencv2/imgproc.hpp>
-
-#include "components/transforms/resize.h"
 
 using namespace engine;
 

@@ -1,8 +1,8 @@
+#include "components/transforms/shift_scale_rotate.h"
+
 #include <doctest/doctest.h>
 
 #include <opencv2/imgproc.hpp>
-
-#include "components/transforms/shift_scale_rotate.h"
 
 using namespace engine;
 
@@ -13,7 +13,8 @@ cv::Mat ramp(int h, int w) {
     for (int x = 0; x < w; ++x) m.at<uint8_t>(y, x) = static_cast<uint8_t>(1 + y * w + x);
   return m;
 }
-ShiftScaleRotateOptions opts(double shift, double scale, double rotate, double p, std::string interp = "linear") {
+ShiftScaleRotateOptions opts(double shift, double scale, double rotate, double p,
+                             std::string interp = "linear") {
   ShiftScaleRotateOptions o;
   o.shift_limit = shift;
   o.scale_limit = scale;

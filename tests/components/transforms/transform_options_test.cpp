@@ -76,15 +76,16 @@ TEST_CASE("a valid recipe builds every transform with its options") {
 }
 
 TEST_CASE("bad transform options are all reported, each with file:line:col and the key path") {
-  auto file = write_recipe("tf_bad",
-                           "[[t]]\nname = \"horizontal_flip\"\np = 1.5\n"                      // 1-3
-                           "[[t]]\nname = \"resize\"\ninterpolation = \"lanczos\"\n"          // 4-6
-                           "[[t]]\nname = \"resize\"\nsize = [0, 5]\n"                         // 7-9
-                           "[[t]]\nname = \"normalize\"\nstd = [0.0]\n"                        // 10-12
-                           "[[t]]\nname = \"normalize\"\nmean = [1, 2]\nstd = [1, 2, 3]\n"     // 13-16
-                           "[[t]]\nname = \"random_brightness_contrast\"\nbrightness_limit = -0.1\n"  // 17-19
-                           "[[t]]\nname = \"shift_scale_rotate\"\nrotate_limit = 200\nscale_limit = 1.0\n"  // 20-23
-                           "[[t]]\nname = \"vertical_flip\"\nprob = 0.5\n");                   // 24-26
+  auto file =
+      write_recipe("tf_bad",
+                   "[[t]]\nname = \"horizontal_flip\"\np = 1.5\n"                                   // 1-3
+                   "[[t]]\nname = \"resize\"\ninterpolation = \"lanczos\"\n"                        // 4-6
+                   "[[t]]\nname = \"resize\"\nsize = [0, 5]\n"                                      // 7-9
+                   "[[t]]\nname = \"normalize\"\nstd = [0.0]\n"                                     // 10-12
+                   "[[t]]\nname = \"normalize\"\nmean = [1, 2]\nstd = [1, 2, 3]\n"                  // 13-16
+                   "[[t]]\nname = \"random_brightness_contrast\"\nbrightness_limit = -0.1\n"        // 17-19
+                   "[[t]]\nname = \"shift_scale_rotate\"\nrotate_limit = 200\nscale_limit = 1.0\n"  // 20-23
+                   "[[t]]\nname = \"vertical_flip\"\nprob = 0.5\n");                                // 24-26
   RecipeDocument doc(file, {});
   parse_all(doc);
   const auto& lines = doc.diagnostics().lines();
