@@ -63,8 +63,8 @@ void check_same_shapes(const char* op, const std::vector<torch::Tensor>& tensors
   }
   int64_t hash;
   std::memcpy(&hash, &h, sizeof hash);
-  torch::Tensor fp = gather(torch::tensor(
-      std::vector<int64_t>{static_cast<int64_t>(tensors.size()), hash, max_ndim, root}));
+  torch::Tensor fp =
+      gather(torch::tensor(std::vector<int64_t>{static_cast<int64_t>(tensors.size()), hash, max_ndim, root}));
   auto all = fp.accessor<int64_t, 2>();
   const int world = static_cast<int>(fp.size(0));
   bool same = true;
@@ -154,17 +154,16 @@ std::vector<int64_t> check_gather_shapes(const torch::Tensor& t, const GatherRow
   return rows;
 }
 
-std::vector<Bucket> make_buckets(const std::vector<torch::Tensor>& tensors,
-                                 std::size_t max_bucket_bytes) {
+std::vector<Bucket> make_buckets(const std::vector<torch::Tensor>& tensors, std::size_t max_bucket_bytes) {
   // Group by (dtype, device) in first-seen order so the buckets line up on every rank.
   std::vector<std::vector<std::size_t>> groups;
   std::map<std::pair<int, std::string>, std::size_t> group_of;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const auto& t = tensors[i];
     if (!t.defined() || t.layout() != torch::kStrided) {
-      throw std::invalid_argument(fmt::format(
-          "collective on tensor {}: expected a defined dense tensor (got {})", i,
-          t.defined() ? "a sparse tensor" : "an undefined tensor, e.g. a missing gradient"));
+      throw std::invalid_argument(
+          fmt::format("collective on tensor {}: expected a defined dense tensor (got {})", i,
+                      t.defined() ? "a sparse tensor" : "an undefined tensor, e.g. a missing gradient"));
     }
     auto key = std::make_pair(static_cast<int>(t.scalar_type()), t.device().str());
     auto [it, inserted] = group_of.emplace(key, groups.size());
@@ -192,8 +191,26 @@ std::vector<Bucket> make_buckets(const std::vector<torch::Tensor>& tensors,
 
 void pack(Bucket& b, const std::vector<torch::Tensor>& tensors, bool fill) {
   const auto& first = tensors[b.members[0]];
-  if (b.members.size() == 1 && first.is_contiguous()) {
-    b.flat = first.view({-1});  // no copy in, no copy out
+  // Members that already lie back to back in one buffer (a lone contiguous tensor, or gradients
+  // allocated as views of one flat buffer, as DDP's gradient_as_bucket_view does) are used in
+  // place: no copy in, no copy out.
+  const char* base = nullptr;
+  const char* next = nullptr;
+  bool adjacent = true;
+  for (auto i : b.members) {
+    const auto& t = tensors[i];
+    if (t.numel() == 0) continue;
+    const char* p = static_cast<const char*>(t.data_ptr());
+    if (!t.is_contiguous() || (next != nullptr && p != next)) {
+      adjacent = false;
+      break;
+    }
+    if (base == nullptr) base = p;
+    next = p + t.numel() * t.element_size();
+  }
+  if (adjacent && base != nullptr) {
+    // Non-owning view: the members keep the storage alive for the whole collective.
+    b.flat = torch::from_blob(const_cast<char*>(base), {b.numel}, first.options());
     b.aliases = true;
   } else if (fill) {
     std::vector<torch::Tensor> parts;

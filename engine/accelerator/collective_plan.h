@@ -42,11 +42,12 @@ struct Bucket {
 /// pack() each bucket just before handing it to the transport, so that packing bucket k+1
 /// overlaps the transfer of bucket k. Throws std::invalid_argument for undefined or non-strided
 /// (sparse) tensors.
-std::vector<Bucket> make_buckets(const std::vector<torch::Tensor>& tensors,
-                                 std::size_t max_bucket_bytes);
+std::vector<Bucket> make_buckets(const std::vector<torch::Tensor>& tensors, std::size_t max_bucket_bytes);
 
-/// Allocates `bucket.flat`: the lone contiguous member itself (aliases), else a new buffer that
-/// holds the members' values (fill=true) or is left uninitialised (a broadcast's receivers).
+/// Sets `bucket.flat`: when the members are contiguous and lie back to back in memory (a lone
+/// contiguous tensor, or views of one flat buffer) a view of that memory (aliases = true, zero
+/// copies); else a new buffer holding the members' values (fill=true) or left uninitialised (a
+/// broadcast's receivers). Not called for empty buckets (numel 0).
 void pack(Bucket& bucket, const std::vector<torch::Tensor>& tensors, bool fill);
 
 /// Copies a bucket's buffer back into its member tensors (in place; keeps their strides).

@@ -24,8 +24,7 @@ class SingleProcessCollectives final : public Collectives {
   void broadcast(std::vector<torch::Tensor>& /*tensors*/, int root) override {
     // A wrong root is a caller bug that would hang a real world: say so here too.
     if (root != 0) {
-      throw std::invalid_argument(
-          fmt::format("broadcast: root {} is not a rank of a world of size 1", root));
+      throw std::invalid_argument(fmt::format("broadcast: root {} is not a rank of a world of size 1", root));
     }
   }
 

@@ -26,10 +26,9 @@ int parse_int(const char* name, const std::string& text, int min_value) {
   errno = 0;
   char* end = nullptr;
   long v = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE || v < min_value ||
-      v > INT_MAX) {
-    throw UserError(fmt::format("environment variable {}=\"{}\" is not an integer >= {}", name,
-                                text, min_value));
+  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE || v < min_value || v > INT_MAX) {
+    throw UserError(
+        fmt::format("environment variable {}=\"{}\" is not an integer >= {}", name, text, min_value));
   }
   return static_cast<int>(v);
 }
@@ -67,16 +66,16 @@ int slurm_tasks_on_node(const std::string& text, int node) {
 
 void validate(const WorldInfo& w, const char* rank_var, const char* size_var) {
   if (w.rank >= w.world_size) {
-    throw UserError(fmt::format("{}={} must be smaller than {}={} (ranks are 0..{})", rank_var,
-                                w.rank, size_var, w.world_size, w.world_size - 1));
+    throw UserError(fmt::format("{}={} must be smaller than {}={} (ranks are 0..{})", rank_var, w.rank,
+                                size_var, w.world_size, w.world_size - 1));
   }
   if (w.local_rank >= w.local_world_size) {
-    throw UserError(fmt::format("local rank {} must be smaller than the local world size {}",
-                                w.local_rank, w.local_world_size));
+    throw UserError(fmt::format("local rank {} must be smaller than the local world size {}", w.local_rank,
+                                w.local_world_size));
   }
   if (w.local_world_size > w.world_size) {
-    throw UserError(fmt::format("local world size {} exceeds the world size {}",
-                                w.local_world_size, w.world_size));
+    throw UserError(
+        fmt::format("local world size {} exceeds the world size {}", w.local_world_size, w.world_size));
   }
   if (w.master_port < 1 || w.master_port > 65535) {
     throw UserError(fmt::format("MASTER_PORT={} is not a TCP port (1..65535)", w.master_port));
@@ -130,9 +129,10 @@ WorldInfo from_slurm() {
   } else if (auto launch_node = env("SLURM_LAUNCH_NODE_IPADDR")) {
     w.master_addr = *launch_node;
   } else if (nnodes > 1 && w.world_size > 1) {
-    throw UserError(fmt::format(
-        "Slurm job on {} nodes: set MASTER_ADDR to the first node's address, e.g. "
-        "MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)", nnodes));
+    throw UserError(
+        fmt::format("Slurm job on {} nodes: set MASTER_ADDR to the first node's address, e.g. "
+                    "MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)",
+                    nnodes));
   }
   w.master_port = env_int("MASTER_PORT", 0).value_or(29500);
   validate(w, "SLURM_PROCID", "SLURM_NTASKS");

@@ -6,6 +6,8 @@
 #include <cstdio>
 
 #include "engine/cli/commands.h"
+#include "engine/cli/launch_config.h"
+#include "engine/launcher/launcher.h"
 #include "engine/core/errors.h"
 
 namespace engine {
@@ -36,6 +38,26 @@ int cli_main(int argc, char** argv) {
   auto* list = app.add_subcommand("list", "registered components with their options, defaults and docs");
   list->add_option("kind", kind, "datasets|transforms|models|optimizers|schedulers|metrics|callbacks");
 
+  LaunchOptions launch;
+  std::string mixed_precision, config_path = default_launch_config_path();
+  auto* lc = app.add_subcommand("launch", "run a recipe on N processes (DDP); one launcher per node");
+  lc->add_option("-n,--nproc-per-node,--num-processes", launch.nproc_per_node, "processes on this node (default: engine config's)");
+  lc->add_option("--nnodes", launch.nnodes, "machines in the job")->check(CLI::PositiveNumber);
+  lc->add_option("--node-rank", launch.node_rank, "this machine's index, 0..nnodes-1")->check(CLI::NonNegativeNumber);
+  lc->add_option("--master-addr", launch.master_addr, "address of node 0 (rendezvous)");
+  lc->add_option("--master-port", launch.master_port, "rendezvous port; 0 = any free port (single node)");
+  lc->add_option("--threads", launch.threads_per_process, "CPU threads per process (0 = cores / processes)");
+  lc->add_option("--mixed-precision", mixed_precision, "no | bf16 | fp16: overrides the recipe")
+      ->check(CLI::IsMember({"no", "bf16", "fp16"}));
+  lc->add_option("--config-file", config_path, "launch defaults (written by `engine config`)");
+  lc->add_option("recipe", recipe, "recipe file")->required();
+  add_set(lc);
+
+  bool force = false;
+  auto* cfg = app.add_subcommand("config", "write the default launch configuration for this machine");
+  cfg->add_option("--config-file", config_path, "where to write it");
+  cfg->add_flag("--force", force, "overwrite an existing file");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -49,6 +71,19 @@ int cli_main(int argc, char** argv) {
     if (*check) return cmd_check(reg, recipes, overrides);
     if (*test) return cmd_test(reg, recipes, overrides);
     if (*list) return cmd_list(reg, kind);
+    if (*lc) {
+      // Flags win over the config file, which wins over the built-in defaults.
+      LaunchConfig defaults = read_launch_config(config_path);
+      if (lc->count("--nproc-per-node") == 0) launch.nproc_per_node = defaults.num_processes;
+      if (lc->count("--threads") == 0) launch.threads_per_process = defaults.threads_per_process;
+      if (mixed_precision.empty()) mixed_precision = defaults.mixed_precision;
+      return cmd_launch(reg, launch, mixed_precision, recipe, overrides);
+    }
+    if (*cfg) {
+      LaunchConfig c = write_launch_config(config_path, force);
+      std::printf("wrote %s: num_processes = %d\n", config_path.c_str(), c.num_processes);
+      return 0;
+    }
   } catch (const UserError& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 2;

@@ -10,6 +10,10 @@ namespace engine {
 int cmd_run(const Registries& reg, const std::string& recipe, const std::vector<std::string>& overrides);
 int cmd_check(const Registries& reg, const std::vector<std::string>& recipes, const std::vector<std::string>& overrides);
 int cmd_list(const Registries& reg, const std::string& kind);
+struct LaunchOptions;
+/// Starts the ranks of `engine run recipe` (this node's share) and supervises them.
+int cmd_launch(const Registries& reg, const LaunchOptions& options, const std::string& mixed_precision, const std::string& recipe,
+               const std::vector<std::string>& overrides);
 int cmd_test(const Registries& reg, const std::vector<std::string>& targets, const std::vector<std::string>& overrides);
 
 }  // namespace engine

@@ -3,12 +3,11 @@
 #include "engine/launcher/launcher.h"
 
 #include <dlfcn.h>
+#include <fmt/format.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <fmt/format.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -39,7 +38,8 @@ int usable_cores() {
 }
 
 LaunchOptions validated(LaunchOptions o) {
-  if (o.nproc_per_node < 1) throw UserError(fmt::format("launch: nproc_per_node must be >= 1 (got {})", o.nproc_per_node));
+  if (o.nproc_per_node < 1)
+    throw UserError(fmt::format("launch: nproc_per_node must be >= 1 (got {})", o.nproc_per_node));
   if (o.nnodes < 1) throw UserError(fmt::format("launch: nnodes must be >= 1 (got {})", o.nnodes));
   if (o.node_rank < 0 || o.node_rank >= o.nnodes) {
     throw UserError(fmt::format("launch: node_rank {} must be in 0..{} (nnodes = {})", o.node_rank,
@@ -49,8 +49,9 @@ LaunchOptions validated(LaunchOptions o) {
     throw UserError(fmt::format("launch: master_port {} is not a TCP port (0..65535)", o.master_port));
   }
   if (o.master_port == 0 && o.nnodes > 1) {
-    throw UserError("launch: master_port 0 (pick a free port) works on one node only; with "
-                    "several nodes every node must be given the same explicit port");
+    throw UserError(
+        "launch: master_port 0 (pick a free port) works on one node only; with "
+        "several nodes every node must be given the same explicit port");
   }
   if (o.threads_per_process < 0) {
     throw UserError(fmt::format("launch: threads_per_process must be >= 0 (got {})", o.threads_per_process));
@@ -167,7 +168,8 @@ int launch_processes(const LaunchOptions& options, const std::vector<std::string
 }
 
 int launch(const std::function<void()>& fn, int num_processes, const LaunchOptions& options) {
-  if (num_processes < 1) throw UserError(fmt::format("launch: num_processes must be >= 1 (got {})", num_processes));
+  if (num_processes < 1)
+    throw UserError(fmt::format("launch: num_processes must be >= 1 (got {})", num_processes));
   if (cuda_initialized()) {
     throw UserError(
         "launch: CUDA is already initialised in this process, and forked workers cannot use it. "
@@ -225,8 +227,8 @@ int launch(const std::function<void()>& fn, int num_processes, const LaunchOptio
                                launcher_detail::signal_name(out.interrupted_by)));
   }
   if (!out.ok) {
-    throw RunError(fmt::format("rank {} failed: {}", out.failed_rank,
-                               out.report.empty() ? out.how : out.report));
+    throw RunError(
+        fmt::format("rank {} failed: {}", out.failed_rank, out.report.empty() ? out.how : out.report));
   }
   return 0;
 }

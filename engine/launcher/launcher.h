@@ -15,12 +15,12 @@
 namespace engine {
 
 struct LaunchOptions {
-  int nproc_per_node = 1;               // workers started by this launcher (one per device)
-  int nnodes = 1;                       // machines in the job
-  int node_rank = 0;                    // this machine, 0..nnodes-1; ranks node_rank*nproc + i
+  int nproc_per_node = 1;                 // workers started by this launcher (one per device)
+  int nnodes = 1;                         // machines in the job
+  int node_rank = 0;                      // this machine, 0..nnodes-1; ranks node_rank*nproc + i
   std::string master_addr = "127.0.0.1";  // where rank 0 hosts the TCPStore rendezvous
-  int master_port = 29500;              // 0 = pick a free port (only when nnodes == 1)
-  int threads_per_process = 0;          // 0 = this machine's usable cores / nproc_per_node
+  int master_port = 29500;                // 0 = pick a free port (only when nnodes == 1)
+  int threads_per_process = 0;            // 0 = this machine's usable cores / nproc_per_node
 };
 
 /// Starts nproc_per_node copies of `child_argv` (argv[0] is a path for execv, typically

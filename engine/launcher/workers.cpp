@@ -4,6 +4,7 @@
 #include "engine/launcher/workers.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -49,7 +50,8 @@ class ForwardSignals {
   }
 
  private:
-  struct sigaction old_int_ {}, old_term_ {};
+  struct sigaction old_int_ {
+  }, old_term_{};
 };
 
 void sleep_ms(int ms) {
@@ -105,22 +107,38 @@ Failure make_failure(size_t index, int status, int fd) {
 
 std::string signal_name(int sig) {
   switch (sig) {
-    case SIGHUP: return "SIGHUP";
-    case SIGINT: return "SIGINT";
-    case SIGQUIT: return "SIGQUIT";
-    case SIGILL: return "SIGILL";
-    case SIGTRAP: return "SIGTRAP";
-    case SIGABRT: return "SIGABRT";
-    case SIGBUS: return "SIGBUS";
-    case SIGFPE: return "SIGFPE";
-    case SIGKILL: return "SIGKILL";
-    case SIGUSR1: return "SIGUSR1";
-    case SIGSEGV: return "SIGSEGV";
-    case SIGUSR2: return "SIGUSR2";
-    case SIGPIPE: return "SIGPIPE";
-    case SIGALRM: return "SIGALRM";
-    case SIGTERM: return "SIGTERM";
-    default: return "signal " + std::to_string(sig);
+    case SIGHUP:
+      return "SIGHUP";
+    case SIGINT:
+      return "SIGINT";
+    case SIGQUIT:
+      return "SIGQUIT";
+    case SIGILL:
+      return "SIGILL";
+    case SIGTRAP:
+      return "SIGTRAP";
+    case SIGABRT:
+      return "SIGABRT";
+    case SIGBUS:
+      return "SIGBUS";
+    case SIGFPE:
+      return "SIGFPE";
+    case SIGKILL:
+      return "SIGKILL";
+    case SIGUSR1:
+      return "SIGUSR1";
+    case SIGSEGV:
+      return "SIGSEGV";
+    case SIGUSR2:
+      return "SIGUSR2";
+    case SIGPIPE:
+      return "SIGPIPE";
+    case SIGALRM:
+      return "SIGALRM";
+    case SIGTERM:
+      return "SIGTERM";
+    default:
+      return "signal " + std::to_string(sig);
   }
 }
 
@@ -142,8 +160,19 @@ pid_t spawn(const std::function<void()>& body) {
   std::cerr.flush();
   std::fflush(nullptr);
   pid_t parent = getpid();
+  // Fork with every signal blocked: a SIGTERM from the supervisor that reaches the child before
+  // it has reset its handlers would otherwise run the host's handler (a test framework's crash
+  // reporter) inside the worker. Blocked, it waits and then meets the default action.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
   pid_t pid = fork();
-  if (pid != 0) return pid;  // parent (or -1: the caller reports errno)
+  if (pid != 0) {  // parent (or -1: the caller reports errno)
+    int err = errno;
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    errno = err;
+    return pid;
+  }
   for (int sig : {SIGINT, SIGTERM, SIGQUIT, SIGHUP, SIGSEGV, SIGABRT, SIGFPE, SIGILL, SIGBUS, SIGPIPE}) {
     signal(sig, SIG_DFL);
   }
@@ -228,11 +257,12 @@ Outcome supervise(std::vector<Worker>& workers, int grace_ms) {
       }
     }
     if (!failures.empty()) {
-      auto first = std::min_element(failures.begin(), failures.end(), [&](const Failure& a, const Failure& b) {
-        if (a.by_signal != b.by_signal) return a.by_signal;
-        if (a.when_ns != b.when_ns) return a.when_ns < b.when_ns;
-        return workers[a.index].rank < workers[b.index].rank;
-      });
+      auto first =
+          std::min_element(failures.begin(), failures.end(), [&](const Failure& a, const Failure& b) {
+            if (a.by_signal != b.by_signal) return a.by_signal;
+            if (a.when_ns != b.when_ns) return a.when_ns < b.when_ns;
+            return workers[a.index].rank < workers[b.index].rank;
+          });
       out.ok = false;
       out.failed_rank = workers[first->index].rank;
       out.report = first->message;

@@ -11,18 +11,18 @@ namespace engine::launcher_detail {
 
 /// A started worker as its supervisor sees it.
 struct Worker {
-  int rank = 0;          // global rank, for messages
-  pid_t pid = -1;        // -1 once reaped
-  int report_fd = -1;    // read end of the worker's failure-report pipe, or -1 (exec'd workers)
+  int rank = 0;        // global rank, for messages
+  pid_t pid = -1;      // -1 once reaped
+  int report_fd = -1;  // read end of the worker's failure-report pipe, or -1 (exec'd workers)
 };
 
 /// What supervise() saw.
 struct Outcome {
-  bool ok = true;           // every worker exited with code 0
-  int failed_rank = -1;     // the first failing worker's rank (when !ok)
-  std::string how;          // "exited with code 3" / "killed by signal SIGKILL"
-  std::string report;       // the failing worker's own message (fork workers only), else ""
-  int interrupted_by = 0;   // SIGINT/SIGTERM the supervisor received and forwarded, else 0
+  bool ok = true;          // every worker exited with code 0
+  int failed_rank = -1;    // the first failing worker's rank (when !ok)
+  std::string how;         // "exited with code 3" / "killed by signal SIGKILL"
+  std::string report;      // the failing worker's own message (fork workers only), else ""
+  int interrupted_by = 0;  // SIGINT/SIGTERM the supervisor received and forwarded, else 0
 };
 
 /// While alive, makes sure this process can wait for its children: a host program that set

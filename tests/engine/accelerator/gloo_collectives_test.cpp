@@ -32,10 +32,12 @@ void on_two_ranks(const std::function<void(engine::Collectives&)>& body,
   engine::LaunchOptions o;
   o.master_port = 0;
   o.threads_per_process = 1;
-  engine::launch([&] {
-    auto c = engine::make_gloo_collectives(engine::detect_world(), timeout);
-    body(*c);
-  }, 2, o);
+  engine::launch(
+      [&] {
+        auto c = engine::make_gloo_collectives(engine::detect_world(), timeout);
+        body(*c);
+      },
+      2, o);
 }
 
 void write_file(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
@@ -49,8 +51,9 @@ std::string read_file(const std::string& path) {
 
 TEST_CASE("gloo all_reduce_sum: exact sums of rank-dependent tensors, several dtypes") {
   // The parent runs OpenMP-parallel ops first: forked workers must still compute (no pool hang).
-  torch::Tensor warm = torch::rand({512, 512}).mm(torch::rand({512, 512}));
-  CHECK(warm.numel() == 512 * 512);
+  torch::Tensor warm =
+      (torch::ones({4000000}) * 2).sum() + torch::rand({256, 256}).mm(torch::rand({256, 256})).sum();
+  CHECK(warm.item<double>() > 8000000);
   CHECK_NOTHROW(on_two_ranks([](engine::Collectives& c) {
     const int r = c.rank();
     auto make = [](int rank) {
@@ -69,10 +72,18 @@ TEST_CASE("gloo all_reduce_sum: exact sums of rank-dependent tensors, several dt
       auto got = make(r);
       c.all_reduce_sum(got);
       for (size_t i = 0; i < got.size(); ++i) {
-        expect(torch::equal(got[i], want[i]), "tensor " + std::to_string(i) + " wrong on rank " + std::to_string(r));
-        expect(got[i].sizes() == mine[i].sizes() && got[i].strides() == mine[i].strides(), "shape/strides changed");
+        expect(torch::equal(got[i], want[i]),
+               "tensor " + std::to_string(i) + " wrong on rank " + std::to_string(r));
+        expect(got[i].sizes() == mine[i].sizes() && got[i].strides() == mine[i].strides(),
+               "shape/strides changed");
       }
     }
+    // Views of one flat buffer (how DDP lays out gradients) are reduced in place, empty ones too.
+    auto flat = torch::arange(10, torch::kFloat) * (r + 1);
+    std::vector<torch::Tensor> views{flat.narrow(0, 0, 4).view({2, 2}), flat.narrow(0, 4, 0),
+                                     flat.narrow(0, 4, 6), torch::zeros({0}, torch::kDouble)};
+    c.all_reduce_sum(views);
+    expect(torch::equal(flat, torch::arange(10, torch::kFloat) * 3), "views of a flat buffer");
     std::vector<torch::Tensor> none;
     c.all_reduce_sum(none);
     c.barrier();
@@ -135,10 +146,10 @@ TEST_CASE("gloo: a shape mismatch is an error on every rank naming every shape, 
   for (int r = 0; r < 2; ++r) {
     std::string msg = read_file(dir + "/rank" + std::to_string(r));
     INFO("rank ", r, ": ", msg);
-    CHECK(msg.find("all_reduce_sum: shape mismatch across ranks: rank 0 [64, 10], rank 1 [32, 10] (tensor 1 of 2)") !=
-          std::string::npos);
-    CHECK(msg.find("all_gather: shape mismatch across ranks (only dim 0 may differ): rank 0 [3, 4], rank 1 [3, 5]") !=
-          std::string::npos);
+    CHECK(msg.find("all_reduce_sum: shape mismatch across ranks: rank 0 [64, 10], rank 1 [32, 10] (tensor 1 "
+                   "of 2)") != std::string::npos);
+    CHECK(msg.find("all_gather: shape mismatch across ranks (only dim 0 may differ): rank 0 [3, 4], rank 1 "
+                   "[3, 5]") != std::string::npos);
   }
 }
 
@@ -195,22 +206,25 @@ TEST_CASE("gloo: a SIGKILLed peer makes the survivor's collective throw at once"
 
 TEST_CASE("gloo: a peer that stops calling collectives makes the other's call throw after the timeout") {
   std::string dir = engine::test::temp_dir("gloo_hung");
-  CHECK_NOTHROW(on_two_ranks([&](engine::Collectives& c) {
-    c.barrier();
-    if (c.rank() == 1) {
-      std::this_thread::sleep_for(2500ms);  // alive, but never joins the all-reduce
-      return;
-    }
-    auto t0 = Clock::now();
-    std::string what = "(no error)";
-    try {
-      std::vector<torch::Tensor> ts{torch::ones({4})};
-      c.all_reduce_sum(ts);
-    } catch (const engine::RunError& e) {
-      what = e.what();
-    }
-    write_file(dir + "/rank0", std::to_string(std::chrono::duration<double>(Clock::now() - t0).count()) + "\n" + what);
-  }, 1s));
+  CHECK_NOTHROW(on_two_ranks(
+      [&](engine::Collectives& c) {
+        c.barrier();
+        if (c.rank() == 1) {
+          std::this_thread::sleep_for(2500ms);  // alive, but never joins the all-reduce
+          return;
+        }
+        auto t0 = Clock::now();
+        std::string what = "(no error)";
+        try {
+          std::vector<torch::Tensor> ts{torch::ones({4})};
+          c.all_reduce_sum(ts);
+        } catch (const engine::RunError& e) {
+          what = e.what();
+        }
+        write_file(dir + "/rank0",
+                   std::to_string(std::chrono::duration<double>(Clock::now() - t0).count()) + "\n" + what);
+      },
+      1s));
   std::istringstream in(read_file(dir + "/rank0"));
   double s = 0;
   std::string what;

@@ -1,4 +1,6 @@
 // detect_world(): torchrun / engine launch variables, Slurm variables, and the errors for bad ones.
+#include "engine/accelerator/world.h"
+
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -6,7 +8,6 @@
 #include <optional>
 #include <string>
 
-#include "engine/accelerator/world.h"
 #include "engine/core/errors.h"
 
 namespace {
@@ -25,17 +26,30 @@ class Env {
   }
   ~Env() {
     for (const auto& [k, v] : saved_) {
-      if (v) setenv(k.c_str(), v->c_str(), 1);
-      else unsetenv(k.c_str());
+      if (v)
+        setenv(k.c_str(), v->c_str(), 1);
+      else
+        unsetenv(k.c_str());
     }
   }
 
  private:
-  static constexpr const char* kNames[] = {
-      "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK",
-      "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
-      "SLURM_NODEID", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_NNODES",
-      "SLURM_LAUNCH_NODE_IPADDR"};
+  static constexpr const char* kNames[] = {"RANK",
+                                           "WORLD_SIZE",
+                                           "LOCAL_RANK",
+                                           "LOCAL_WORLD_SIZE",
+                                           "NODE_RANK",
+                                           "GROUP_RANK",
+                                           "MASTER_ADDR",
+                                           "MASTER_PORT",
+                                           "SLURM_PROCID",
+                                           "SLURM_NTASKS",
+                                           "SLURM_LOCALID",
+                                           "SLURM_NODEID",
+                                           "SLURM_NTASKS_PER_NODE",
+                                           "SLURM_TASKS_PER_NODE",
+                                           "SLURM_NNODES",
+                                           "SLURM_LAUNCH_NODE_IPADDR"};
   std::map<std::string, std::optional<std::string>> saved_;
 };
 
@@ -60,9 +74,15 @@ TEST_CASE("detect_world: no variables is a single process") {
 }
 
 TEST_CASE("detect_world: torchrun / engine launch variables") {
-  Env env({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
-           {"GROUP_RANK", "1"}, {"MASTER_ADDR", "10.0.0.5"}, {"MASTER_PORT", "1234"},
-           {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}});  // torchrun wins over Slurm
+  Env env({{"RANK", "3"},
+           {"WORLD_SIZE", "4"},
+           {"LOCAL_RANK", "1"},
+           {"LOCAL_WORLD_SIZE", "2"},
+           {"GROUP_RANK", "1"},
+           {"MASTER_ADDR", "10.0.0.5"},
+           {"MASTER_PORT", "1234"},
+           {"SLURM_PROCID", "0"},
+           {"SLURM_NTASKS", "1"}});  // torchrun wins over Slurm
   engine::WorldInfo w = engine::detect_world();
   CHECK(w.rank == 3);
   CHECK(w.world_size == 4);
@@ -85,8 +105,12 @@ TEST_CASE("detect_world: RANK and WORLD_SIZE alone mean one node") {
 }
 
 TEST_CASE("detect_world: Slurm variables") {
-  Env env({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"},
-           {"SLURM_NODEID", "2"}, {"SLURM_TASKS_PER_NODE", "2(x4)"}, {"SLURM_NNODES", "4"},
+  Env env({{"SLURM_PROCID", "5"},
+           {"SLURM_NTASKS", "8"},
+           {"SLURM_LOCALID", "1"},
+           {"SLURM_NODEID", "2"},
+           {"SLURM_TASKS_PER_NODE", "2(x4)"},
+           {"SLURM_NNODES", "4"},
            {"SLURM_LAUNCH_NODE_IPADDR", "10.1.2.3"}});
   engine::WorldInfo w = engine::detect_world();
   CHECK(w.rank == 5);
@@ -99,8 +123,12 @@ TEST_CASE("detect_world: Slurm variables") {
 }
 
 TEST_CASE("detect_world: Slurm's compressed tasks-per-node list") {
-  Env env({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "7"}, {"SLURM_LOCALID", "0"},
-           {"SLURM_NODEID", "2"}, {"SLURM_TASKS_PER_NODE", "3,2(x2)"}, {"SLURM_NNODES", "3"},
+  Env env({{"SLURM_PROCID", "5"},
+           {"SLURM_NTASKS", "7"},
+           {"SLURM_LOCALID", "0"},
+           {"SLURM_NODEID", "2"},
+           {"SLURM_TASKS_PER_NODE", "3,2(x2)"},
+           {"SLURM_NNODES", "3"},
            {"MASTER_ADDR", "node0"}});
   engine::WorldInfo w = engine::detect_world();
   CHECK(w.local_world_size == 2);

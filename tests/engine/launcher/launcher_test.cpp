@@ -46,9 +46,7 @@ std::map<std::string, std::string> read_env(const std::string& path) {
 
 }  // namespace
 
-TEST_CASE("launch_processes: every worker succeeds -> 0") {
-  CHECK(run_sh("exit 0") == 0);
-}
+TEST_CASE("launch_processes: every worker succeeds -> 0") { CHECK(run_sh("exit 0") == 0); }
 
 TEST_CASE("launch_processes: each worker sees its rendezvous environment") {
   std::string dir = engine::test::temp_dir("launch_env");
@@ -146,15 +144,17 @@ TEST_CASE("launch: one process runs fn here, with the environment untouched") {
                        std::runtime_error);
 }
 
-TEST_CASE("launch: two forked workers see their ranks; success -> 0") {
+TEST_CASE("launch: two forked workers see their ranks and success returns 0") {
   std::string dir = engine::test::temp_dir("launch_fn");
   engine::LaunchOptions o;
   o.master_port = 0;
-  CHECK(engine::launch([&] {
-          std::ofstream(dir + "/rank_" + std::getenv("RANK"))
-              << std::getenv("WORLD_SIZE") << " " << std::getenv("LOCAL_RANK") << " "
-              << std::getenv("MASTER_PORT");
-        }, 2, o) == 0);
+  CHECK(engine::launch(
+            [&] {
+              std::ofstream(dir + "/rank_" + std::getenv("RANK"))
+                  << std::getenv("WORLD_SIZE") << " " << std::getenv("LOCAL_RANK") << " "
+                  << std::getenv("MASTER_PORT");
+            },
+            2, o) == 0);
   for (int r = 0; r < 2; ++r) {
     std::ifstream in(dir + "/rank_" + std::to_string(r));
     int world = 0, local = -1, port = 0;
@@ -169,10 +169,12 @@ TEST_CASE("launch: a worker that throws makes launch throw RunError naming that 
   engine::LaunchOptions o;
   o.master_port = 0;
   auto t0 = Clock::now();
-  CHECK_THROWS_WITH_AS(engine::launch([] {
-                         if (std::string(std::getenv("RANK")) == "1") throw std::runtime_error("boom");
-                         std::this_thread::sleep_for(60s);  // stopped by the fail-fast SIGTERM
-                       }, 2, o),
+  CHECK_THROWS_WITH_AS(engine::launch(
+                           [] {
+                             if (std::string(std::getenv("RANK")) == "1") throw std::runtime_error("boom");
+                             std::this_thread::sleep_for(60s);  // stopped by the fail-fast SIGTERM
+                           },
+                           2, o),
                        "rank 1 failed: boom", engine::RunError);
   CHECK(seconds_since(t0) < 5.0);
 }
