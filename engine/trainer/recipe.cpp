@@ -47,7 +47,7 @@ void read_data(Options root, Recipe& r, const Registries& reg) {
 
 void read_train(Options root, Recipe& r, const Registries& reg) {
   Options o = root.table("train", "the loop");
-  r.train.epochs = o.integer("epochs", r.train.epochs, "passes over the training split", 1);
+  r.train.epochs = o.integer("epochs", r.train.epochs, "passes over the training split (0 = only evaluate and predict, e.g. with model.pretrained)", 0);
   r.train.metrics = o.texts("metrics", r.train.metrics, "validation metrics (see `engine list metrics`)");
   r.train.label_smoothing = o.number("label_smoothing", r.train.label_smoothing, "cross-entropy label smoothing", 0, 1);
   r.train.grad_clip_norm = o.number("grad_clip_norm", r.train.grad_clip_norm, "clip the global gradient norm (0 = off)", 0);
