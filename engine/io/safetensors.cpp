@@ -1,11 +1,10 @@
 #include "engine/io/safetensors.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "engine/core/errors.h"
@@ -24,13 +23,13 @@ struct DtypeCode {
   torch::ScalarType type;
 };
 constexpr DtypeCode kDtypes[] = {
-    {"F64", torch::kDouble}, {"F32", torch::kFloat}, {"F16", torch::kHalf}, {"BF16", torch::kBFloat16},
+    {"F64", torch::kDouble}, {"F32", torch::kFloat}, {"F16", torch::kHalf},  {"BF16", torch::kBFloat16},
     {"I64", torch::kLong},   {"I32", torch::kInt},   {"I16", torch::kShort}, {"I8", torch::kChar},
     {"U8", torch::kByte},    {"BOOL", torch::kBool},
 };
 // Valid in the format but without a LibTorch 1.13 dtype: named precisely rather than "unknown".
-const std::set<std::string> kUnsupported = {"U16", "U32", "U64", "C64", "F8_E4M3", "F8_E5M2", "F8_E8M0",
-                                            "F4", "F6_E2M3", "F6_E3M2"};
+const std::set<std::string> kUnsupported = {"U16",     "U32",     "U64", "C64",     "F8_E4M3",
+                                            "F8_E5M2", "F8_E8M0", "F4",  "F6_E2M3", "F6_E3M2"};
 
 const char* code_of(torch::ScalarType t) {
   for (const auto& d : kDtypes)
@@ -68,7 +67,8 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
   const DtypeCode* found = nullptr;
   for (const auto& d : kDtypes)
     if (code == d.code) found = &d;
-  if (!found && kUnsupported.count(code)) bad(path, where + "dtype " + code + " is not supported by this engine");
+  if (!found && kUnsupported.count(code))
+    bad(path, where + "dtype " + code + " is not supported by this engine");
   if (!found) bad(path, where + "unknown dtype \"" + code + "\"");
   e.type = found->type;
   // Products are checked for overflow: a hostile shape must not wrap around to a "matching" size.
@@ -85,10 +85,11 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
   e.begin = j["data_offsets"][0].get<uint64_t>();
   e.end = j["data_offsets"][1].get<uint64_t>();
   if (e.end < e.begin)
-    bad(path, where + "data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "] end before begin");
+    bad(path, where + "data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
+                  "] end before begin");
   if (e.end - e.begin != bytes)
-    bad(path, where + "dtype " + code + " and shape " + shape_text(e.shape) + " need " + std::to_string(bytes) +
-                  " bytes but data_offsets span " + std::to_string(e.end - e.begin));
+    bad(path, where + "dtype " + code + " and shape " + shape_text(e.shape) + " need " +
+                  std::to_string(bytes) + " bytes but data_offsets span " + std::to_string(e.end - e.begin));
   return e;
 }
 
@@ -101,7 +102,8 @@ nlohmann::json parse_header(const std::string& path, const std::string& text) {
     using E = nlohmann::json::parse_event_t;
     if (ev == E::object_start) open.emplace_back();
     if (ev == E::object_end && !open.empty()) open.pop_back();
-    if (ev == E::key && !open.empty() && !open.back().insert(parsed.get<std::string>()).second && duplicate.empty())
+    if (ev == E::key && !open.empty() && !open.back().insert(parsed.get<std::string>()).second &&
+        duplicate.empty())
       duplicate = parsed.get<std::string>();
     return true;
   };
@@ -157,14 +159,14 @@ SafetensorsFile load_safetensors(const std::string& path) {
   const uint64_t size = std::filesystem::file_size(path, ec);
   std::ifstream in(path, std::ios::binary);
   if (ec || !in) throw UserError(path + ": cannot open for reading");
-  if (size < 8) bad(path, "file is " + std::to_string(size) + " bytes, too short for the 8-byte header length");
+  if (size < 8)
+    bad(path, "file is " + std::to_string(size) + " bytes, too short for the 8-byte header length");
   uint64_t n = 0;
   in.read(reinterpret_cast<char*>(&n), 8);
-  if (n > kMaxHeader)
-    bad(path, "header length " + std::to_string(n) + " exceeds the 100000000-byte limit");
+  if (n > kMaxHeader) bad(path, "header length " + std::to_string(n) + " exceeds the 100000000-byte limit");
   if (n > size - 8)
-    bad(path, "header length " + std::to_string(n) + " runs past the end of the file (" + std::to_string(size) +
-                  " bytes): truncated?");
+    bad(path, "header length " + std::to_string(n) + " runs past the end of the file (" +
+                  std::to_string(size) + " bytes): truncated?");
   std::string text(n, '\0');
   if (!in.read(text.data(), static_cast<std::streamsize>(n))) bad(path, "cannot read the header");
   nlohmann::json header = parse_header(path, text);
@@ -186,8 +188,9 @@ SafetensorsFile load_safetensors(const std::string& path) {
   // Offsets must tile [0, buffer) exactly: sorted by position, each tensor starts where the
   // previous one ended. This rejects gaps, overlaps, out-of-range offsets and truncation at once.
   const uint64_t buffer = size - 8 - n;
-  std::sort(entries.begin(), entries.end(),
-            [](const Entry& a, const Entry& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
   uint64_t cursor = 0;
   const Entry* prev = nullptr;
   for (const auto& e : entries) {
@@ -207,7 +210,8 @@ SafetensorsFile load_safetensors(const std::string& path) {
   for (const auto& e : entries) {
     torch::Tensor t = torch::empty(e.shape, torch::TensorOptions().dtype(e.type));
     auto k = static_cast<std::streamsize>(e.end - e.begin);
-    if (k && !in.read(static_cast<char*>(t.data_ptr()), k)) bad(path, "read failed in tensor \"" + e.name + "\"");
+    if (k && !in.read(static_cast<char*>(t.data_ptr()), k))
+      bad(path, "read failed in tensor \"" + e.name + "\"");
     file.tensors.emplace_back(e.name, std::move(t));
   }
   return file;

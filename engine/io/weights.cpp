@@ -55,7 +55,8 @@ void load_weights(torch::nn::Module& module, const NamedTensors& tensors, const 
 
   // Collect every problem first: one run of the program should show the user the whole list.
   std::vector<std::string> problems;
-  auto report = [&](const std::string& key, std::string what, const torch::Tensor* f, const torch::Tensor* m) {
+  auto report = [&](const std::string& key, std::string what, const torch::Tensor* f,
+                    const torch::Tensor* m) {
     if (hint) {
       std::string h = hint(key, f, m);
       if (!h.empty()) what += " (" + h + ")";
@@ -70,10 +71,13 @@ void load_weights(torch::nn::Module& module, const NamedTensors& tensors, const 
     }
     const torch::Tensor& f = *it->second;
     if (f.sizes() != t.sizes()) {
-      report(key, "shape " + shape_text(f.sizes()) + " in the file, " + shape_text(t.sizes()) + " in the model", &f, &t);
+      report(key,
+             "shape " + shape_text(f.sizes()) + " in the file, " + shape_text(t.sizes()) + " in the model",
+             &f, &t);
     } else if (f.scalar_type() != t.scalar_type() && !(f.is_floating_point() && t.is_floating_point())) {
-      report(key, std::string("dtype ") + c10::toString(f.scalar_type()) + " in the file cannot load into " +
-                      c10::toString(t.scalar_type()),
+      report(key,
+             std::string("dtype ") + c10::toString(f.scalar_type()) + " in the file cannot load into " +
+                 c10::toString(t.scalar_type()),
              &f, &t);
     }
   }

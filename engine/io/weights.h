@@ -19,8 +19,8 @@ NamedTensors model_tensors(const torch::nn::Module& module);
 
 /// Explains a problem with one key in the user's terms ("in_chans = 3 in the file ..."), or "".
 /// `in_file` / `in_model` is null when the key is absent on that side.
-using WeightHint =
-    std::function<std::string(const std::string& key, const torch::Tensor* in_file, const torch::Tensor* in_model)>;
+using WeightHint = std::function<std::string(const std::string& key, const torch::Tensor* in_file,
+                                             const torch::Tensor* in_model)>;
 
 /// Copies `tensors` into the module's parameters and buffers (keeping their dtype, device and
 /// memory format). Strict: missing keys, unexpected keys, shape mismatches and non-convertible
@@ -30,6 +30,7 @@ void load_weights(torch::nn::Module& module, const NamedTensors& tensors, const 
                   const WeightHint& hint = {});
 
 /// load_safetensors(path) then load_weights(module, tensors, path, hint).
-void load_weights(torch::nn::Module& module, const std::string& safetensors_path, const WeightHint& hint = {});
+void load_weights(torch::nn::Module& module, const std::string& safetensors_path,
+                  const WeightHint& hint = {});
 
 }  // namespace engine

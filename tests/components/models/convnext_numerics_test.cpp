@@ -22,7 +22,8 @@ ConvNeXtOptions opts(int64_t in_chans, int64_t num_classes, bool channels_last =
   return o;
 }
 
-std::unique_ptr<ConvNeXt> seeded(uint64_t seed, const ConvNeXtOptions& o, const std::string& name = "convnext_atto") {
+std::unique_ptr<ConvNeXt> seeded(uint64_t seed, const ConvNeXtOptions& o,
+                                 const std::string& name = "convnext_atto") {
   torch::manual_seed(seed);
   auto m = make_convnext(name, o);
   m->eval();
@@ -183,7 +184,8 @@ TEST_CASE("pretrained files that do not fit give a UserError naming the key and 
   };
   std::string e = error_for(opts(1, 1000));
   CHECK(e.find(file) == 0);
-  CHECK(e.find("stem.0.weight: shape [40, 3, 4, 4] in the file, [40, 1, 4, 4] in the model") != std::string::npos);
+  CHECK(e.find("stem.0.weight: shape [40, 3, 4, 4] in the file, [40, 1, 4, 4] in the model") !=
+        std::string::npos);
   CHECK(e.find("set [model] in_chans = 3") != std::string::npos);
 
   e = error_for(opts(3, 10));

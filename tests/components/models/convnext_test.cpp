@@ -49,9 +49,9 @@ TEST_CASE("parameter counts and state_dict key counts match timm for every varia
     size_t keys;
   };
   const Row rows[] = {
-      {"convnext_atto", 3695520, 3376450, 128},    {"convnext_femto", 5217784, 4835098, 128},
-      {"convnext_pico", 9045672, 8535754, 128},    {"convnext_nano", 15593560, 14956410, 146},
-      {"convnext_tiny", 28589128, 27824746, 182},  {"convnext_small", 50223688, 49459306, 344},
+      {"convnext_atto", 3695520, 3376450, 128},   {"convnext_femto", 5217784, 4835098, 128},
+      {"convnext_pico", 9045672, 8535754, 128},   {"convnext_nano", 15593560, 14956410, 146},
+      {"convnext_tiny", 28589128, 27824746, 182}, {"convnext_small", 50223688, 49459306, 344},
   };
   for (const auto& r : rows) {
     CAPTURE(std::string(r.name));
@@ -68,8 +68,10 @@ TEST_CASE("parameter counts and state_dict key counts match timm for every varia
 TEST_CASE("convnext_atto keys and shapes are exactly timm's, in timm's order") {
   auto m = make_convnext("convnext_atto", opts(3, 1000));
   const int64_t d[4] = {40, 80, 160, 320}, depth[4] = {2, 2, 6, 2};
-  std::vector<std::pair<std::string, std::vector<int64_t>>> expected = {
-      {"stem.0.weight", {40, 3, 4, 4}}, {"stem.0.bias", {40}}, {"stem.1.weight", {40}}, {"stem.1.bias", {40}}};
+  std::vector<std::pair<std::string, std::vector<int64_t>>> expected = {{"stem.0.weight", {40, 3, 4, 4}},
+                                                                        {"stem.0.bias", {40}},
+                                                                        {"stem.1.weight", {40}},
+                                                                        {"stem.1.bias", {40}}};
   for (int i = 0; i < 4; ++i) {
     std::string s = "stages." + std::to_string(i) + ".";
     if (i > 0) {
@@ -134,7 +136,9 @@ TEST_CASE("forward gives logits, or pooled features when num_classes = 0") {
 TEST_CASE("too small or wrongly shaped inputs give a UserError that says how to fix it") {
   auto m = make_convnext("convnext_atto", opts(1, 10));
   CHECK(m->min_input_size() == 32);
-  CHECK(user_error([&] { m->forward(torch::zeros({2, 1, 28, 28})); }) ==
+  CHECK(user_error([&] {
+          m->forward(torch::zeros({2, 1, 28, 28}));
+        }) ==
         "convnext_atto needs inputs of at least 32x32, got 28x28: resize, e.g. [[data.train_transforms]] "
         "name = \"resize\" size = [32, 32]");
   CHECK(user_error([&] { m->forward(torch::zeros({2, 1, 64, 31})); }).find("got 64x31") != std::string::npos);
@@ -161,12 +165,13 @@ TEST_CASE("every variant is registered and builds from a recipe table") {
   auto docs = registry.describe("convnext_atto");
   std::vector<std::string> keys;
   for (const auto& d : docs) keys.push_back(d.key);
-  CHECK(keys == std::vector<std::string>{"in_chans", "num_classes", "drop_path_rate", "drop_rate", "pretrained",
-                                         "channels_last"});
+  CHECK(keys == std::vector<std::string>{"in_chans", "num_classes", "drop_path_rate", "drop_rate",
+                                         "pretrained", "channels_last"});
 
   auto dir = test::temp_dir("convnext_recipe");
   std::string file = dir + "/r.toml";
-  std::ofstream(file) << "[model]\nname = \"convnext_atto\"\nin_chans = 1\nnum_classes = 10\nchannels_last = false\n";
+  std::ofstream(file)
+      << "[model]\nname = \"convnext_atto\"\nin_chans = 1\nnum_classes = 10\nchannels_last = false\n";
   RecipeDocument doc(file, {});
   Options root = doc.root();
   Options model = root.table("model", "");
@@ -178,7 +183,8 @@ TEST_CASE("every variant is registered and builds from a recipe table") {
   CHECK(m->num_classes() == 10);
   CHECK(count_params(*m) == 3376450);
 
-  std::ofstream(file) << "[model]\nname = \"convnext_atto\"\npretrained = \"missing.safetensors\"\ndrop_path_rate = 1\n";
+  std::ofstream(file)
+      << "[model]\nname = \"convnext_atto\"\npretrained = \"missing.safetensors\"\ndrop_path_rate = 1\n";
   RecipeDocument bad(file, {});
   Options bad_root = bad.root();
   Options bad_model = bad_root.table("model", "");

@@ -1,13 +1,13 @@
 #include "engine/io/safetensors.h"
 
 #include <doctest/doctest.h>
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 
 #include "engine/core/errors.h"
 #include "tests/support/paths.h"
@@ -112,22 +112,25 @@ TEST_CASE("every corruption is a UserError naming the file and the problem") {
     size_t data;
   };
   std::vector<Case> cases = {
-      {"overlap", "{\"a\":{" + f32x2 + ",\"data_offsets\":[0,8]},\"b\":{" + f32x2 + ",\"data_offsets\":[4,12]}}",
+      {"overlap",
+       "{\"a\":{" + f32x2 + ",\"data_offsets\":[0,8]},\"b\":{" + f32x2 + ",\"data_offsets\":[4,12]}}",
        "overlaps", 12},
       {"out_of_range", "{\"a\":{" + f32x2 + ",\"data_offsets\":[0,8]}}", "out of range", 4},
-      {"gap", "{\"a\":{" + f32x2 + ",\"data_offsets\":[0,8]},\"b\":{" + f32x2 + ",\"data_offsets\":[12,20]}}", "gap",
-       20},
+      {"gap", "{\"a\":{" + f32x2 + ",\"data_offsets\":[0,8]},\"b\":{" + f32x2 + ",\"data_offsets\":[12,20]}}",
+       "gap", 20},
       {"trailing", "{\"a\":{" + f32x2 + ",\"data_offsets\":[0,8]}}", "unused bytes", 12},
       {"size_mismatch", R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", "need 12 bytes", 8},
       {"bad_json", R"({"a":{"dtype":"F32",)", "not valid JSON", 0},
       {"not_object", "[1, 2]", "not a JSON object", 0},
-      {"duplicate", "{\"a\":{" + f32x2 + ",\"data_offsets\":[0,8]},\"a\":{" + f32x2 + ",\"data_offsets\":[8,16]}}",
+      {"duplicate",
+       "{\"a\":{" + f32x2 + ",\"data_offsets\":[0,8]},\"a\":{" + f32x2 + ",\"data_offsets\":[8,16]}}",
        "duplicate key \"a\"", 16},
       {"unknown_dtype", R"({"a":{"dtype":"F33","shape":[1],"data_offsets":[0,4]}})", "unknown dtype", 4},
       {"unsupported_dtype", R"({"a":{"dtype":"U16","shape":[1],"data_offsets":[0,2]}})", "not supported", 2},
       {"negative_shape", R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", "non-negative", 4},
       {"bad_offsets", R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0]}})", "data_offsets", 4},
-      {"huge_shape", R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]}})", "too large", 4},
+      {"huge_shape", R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]}})",
+       "too large", 4},
       {"metadata_type", R"({"__metadata__":{"k":1}})", "not a string", 0},
   };
   for (const auto& c : cases) {
@@ -153,16 +156,19 @@ TEST_CASE("every corruption is a UserError naming the file and the problem") {
     p = raw_file(dir, "huge.safetensors", "{}", 0, 1ull << 40);
     CHECK(load_error(p).find("exceeds") != std::string::npos);
   }
-  SUBCASE("a missing file") { CHECK(load_error(dir + "/nope.safetensors").find("file not found") != std::string::npos); }
+  SUBCASE("a missing file") {
+    CHECK(load_error(dir + "/nope.safetensors").find("file not found") != std::string::npos);
+  }
 }
 
 TEST_CASE("an empty file list and empty tensors at the same offset are valid") {
   auto dir = test::temp_dir("st_empty");
   std::string p = raw_file(dir, "e.safetensors", "{}", 0);
   CHECK(load_safetensors(p).tensors.empty());
-  p = raw_file(dir, "z.safetensors",
-               R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},"b":{"dtype":"I8","shape":[2],"data_offsets":[0,2]}})",
-               2);
+  p = raw_file(
+      dir, "z.safetensors",
+      R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},"b":{"dtype":"I8","shape":[2],"data_offsets":[0,2]}})",
+      2);
   auto f = load_safetensors(p);
   REQUIRE(f.tensors.size() == 2);
   CHECK(f.tensors[0].first == "a");
@@ -171,7 +177,9 @@ TEST_CASE("an empty file list and empty tensors at the same offset are valid") {
 
 TEST_CASE("saving rejects duplicate names and tensors without a safetensors dtype") {
   auto dir = test::temp_dir("st_save_bad");
-  CHECK_THROWS_AS(save_safetensors(dir + "/d.safetensors", {{"a", torch::ones(1)}, {"a", torch::ones(1)}}), UserError);
-  CHECK_THROWS_AS(save_safetensors(dir + "/c.safetensors", {{"c", torch::ones(1, torch::kComplexFloat)}}), UserError);
+  CHECK_THROWS_AS(save_safetensors(dir + "/d.safetensors", {{"a", torch::ones(1)}, {"a", torch::ones(1)}}),
+                  UserError);
+  CHECK_THROWS_AS(save_safetensors(dir + "/c.safetensors", {{"c", torch::ones(1, torch::kComplexFloat)}}),
+                  UserError);
   CHECK(!std::filesystem::exists(dir + "/d.safetensors"));
 }

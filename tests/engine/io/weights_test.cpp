@@ -62,7 +62,7 @@ TEST_CASE("load_weights is strict, lists every problem and changes nothing on fa
   auto net = small_net();
   NamedTensors t = model_tensors(*net);
   auto before = net[0]->as<nn::Linear>()->bias.clone();
-  t[1].second = torch::full({5}, 9.0f);         // 0.bias: wrong shape
+  t[1].second = torch::full({5}, 9.0f);          // 0.bias: wrong shape
   t.erase(t.begin() + 2);                        // 1.weight: missing
   t.emplace_back("2.weight", torch::ones({1}));  // unexpected
   t[0].second = torch::full({4, 3}, 9.0f);       // valid, but must not be copied
@@ -88,7 +88,8 @@ TEST_CASE("load_weights converts float dtypes, refuses integer/float mixes, and 
     load_weights(*net, t, "mixed", hint);
     FAIL("expected an error");
   } catch (const UserError& e) {
-    CHECK(std::string(e.what()).find("1.num_batches_tracked: dtype Float in the file cannot load into Long (a hint)") !=
+    CHECK(std::string(e.what()).find(
+              "1.num_batches_tracked: dtype Float in the file cannot load into Long (a hint)") !=
           std::string::npos);
   }
 }
