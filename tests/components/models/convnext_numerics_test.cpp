@@ -196,6 +196,12 @@ TEST_CASE("pretrained files that do not fit give a UserError naming the key and 
   CHECK(e.find("head.fc.weight: unexpected key") != std::string::npos);
   CHECK(e.find("num_classes = 0") != std::string::npos);
 
+  save_safetensors(file, model_tensors(*seeded(0, opts(3, 0))));  // a features-only file
+  e = error_for(opts(3, 10));
+  CHECK(e.find("head.fc.weight: missing from the file (the file has no classifier head") !=
+        std::string::npos);
+
+  save_safetensors(file, model_tensors(*seeded(0, opts(3, 1000))));
   e = error_for(opts(3, 1000), "convnext_femto");  // wrong architecture: many problems, listed
   CHECK(e.find("problems") != std::string::npos);
   CHECK(e.find("more") != std::string::npos);

@@ -1,0 +1,275 @@
+#include "components/models/convnext.h"
+
+#include <torch/torch.h>
+
+#include <filesystem>
+
+#include "components/models/all.h"
+#include "components/models/cpu_kernels.h"
+#include "components/models/layers.h"
+#include "engine/core/errors.h"
+#include "engine/core/text.h"
+#include "engine/io/weights.h"
+
+namespace engine {
+namespace nn = torch::nn;
+namespace {
+
+// timm's Mlp (fc1 Linear on NHWC) or ConvMlp (fc1 1x1 Conv2d on NCHW): keys mlp.fc1 / mlp.fc2.
+// Both are computed the same way, as 1x1 convolutions on the NCHW tensor (a Linear weight
+// [4C, C] viewed as [4C, C, 1, 1]): identical maths, and oneDNN's 1x1 conv is several times
+// faster on CPU than the generic BLAS matmul Debian's LibTorch uses for Linear.
+class MlpImpl : public nn::Module {
+ public:
+  MlpImpl(int64_t dim, bool conv) {
+    if (conv) {
+      fc1_ = register_module("fc1", nn::Conv2d(nn::Conv2dOptions(dim, 4 * dim, 1)))->weight;
+      fc2_ = register_module("fc2", nn::Conv2d(nn::Conv2dOptions(4 * dim, dim, 1)))->weight;
+    } else {
+      fc1_ = register_module("fc1", nn::Linear(dim, 4 * dim))->weight;
+      fc2_ = register_module("fc2", nn::Linear(4 * dim, dim))->weight;
+    }
+    b1_ = named_parameters()["fc1.bias"];
+    b2_ = named_parameters()["fc2.bias"];
+  }
+  torch::Tensor forward(const torch::Tensor& x) {  // x: NCHW
+    auto as_1x1 = [](const torch::Tensor& w) {
+      return w.dim() == 4 ? w : w.view({w.size(0), w.size(1), 1, 1});
+    };
+    // Exact (erf) GELU, as timm (cpu_kernels.h: same maths, faster on CPU).
+    torch::Tensor h = gelu_exact(torch::conv2d(x, as_1x1(fc1_), b1_));
+    return torch::conv2d(h, as_1x1(fc2_), b2_);
+  }
+
+ private:
+  torch::Tensor fc1_, b1_, fc2_, b2_;
+};
+TORCH_MODULE(Mlp);
+
+class BlockImpl : public nn::Module {
+ public:
+  BlockImpl(int64_t dim, bool conv_mlp, double drop_path) : drop_path_(drop_path) {
+    // Registration order = timm's state_dict order: own parameter first, then children.
+    gamma = register_parameter("gamma", torch::full({dim}, 1e-6));
+    conv_dw_ = register_module("conv_dw", nn::Conv2d(nn::Conv2dOptions(dim, dim, 7).padding(3).groups(dim)));
+    // LayerNorm2d (conv_mlp) and LayerNorm on NHWC (timm's linear variant) are the same op: LN
+    // over channels. Both keyed "norm.weight" / "norm.bias".
+    norm_ = register_module("norm", LayerNorm2d(dim));
+    mlp_ = register_module("mlp", Mlp(dim, conv_mlp));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    // conv_dw's weights, through a faster kernel for the same convolution (cpu_kernels.h).
+    torch::Tensor y =
+        mlp_->forward(norm_->forward(depthwise_conv2d_same(x, conv_dw_->weight, conv_dw_->bias)));
+    y = y * gamma.view({1, -1, 1, 1});
+    return drop_path(y, drop_path_, is_training()) + x;
+  }
+  torch::Tensor gamma;
+
+ private:
+  double drop_path_;
+  nn::Conv2d conv_dw_{nullptr};
+  LayerNorm2d norm_{nullptr};
+  Mlp mlp_{nullptr};
+};
+TORCH_MODULE(Block);
+
+class StageImpl : public nn::Module {
+ public:
+  StageImpl(int64_t in, int64_t out, bool downsample, bool conv_mlp, const std::vector<double>& drop_paths) {
+    if (downsample)  // stage 0 has timm's nn.Identity here: no keys
+      downsample_ = register_module(
+          "downsample", nn::Sequential(LayerNorm2d(in), nn::Conv2d(nn::Conv2dOptions(in, out, 2).stride(2))));
+    blocks_ = register_module("blocks", nn::Sequential());
+    for (double dp : drop_paths) blocks_->push_back(Block(out, conv_mlp, dp));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    if (downsample_) x = downsample_->forward(x);
+    return blocks_->forward(x);
+  }
+
+ private:
+  nn::Sequential downsample_{nullptr}, blocks_{nullptr};
+};
+TORCH_MODULE(Stage);
+
+// timm's NormMlpClassifierHead: avg pool -> norm (LayerNorm2d) -> flatten -> drop -> fc.
+class HeadImpl : public nn::Module {
+ public:
+  HeadImpl(int64_t dim, int64_t num_classes, double drop_rate) : drop_rate_(drop_rate) {
+    norm_ = register_module("norm", LayerNorm2d(dim));
+    if (num_classes > 0) fc_ = register_module("fc", nn::Linear(dim, num_classes));
+  }
+  torch::Tensor pre_logits(const torch::Tensor& x) {
+    return norm_->forward(x.mean({2, 3}, /*keepdim=*/true)).flatten(1);
+  }
+  torch::Tensor forward(const torch::Tensor& features) {
+    torch::Tensor x = torch::dropout(features, drop_rate_, is_training());
+    return fc_ ? fc_->forward(x) : x;  // num_classes = 0: timm's fc is nn.Identity
+  }
+
+ private:
+  double drop_rate_;
+  LayerNorm2d norm_{nullptr};
+  nn::Linear fc_{nullptr};
+};
+TORCH_MODULE(Head);
+
+}  // namespace
+
+struct ConvNeXtParts {
+  nn::Sequential stem{nullptr};
+  std::vector<Stage> stages;
+  Head head{nullptr};
+};
+
+const std::vector<ConvNeXtArch>& convnext_archs() {
+  static const std::vector<ConvNeXtArch> archs = {
+      {"convnext_atto", {2, 2, 6, 2}, {40, 80, 160, 320}, true},
+      {"convnext_femto", {2, 2, 6, 2}, {48, 96, 192, 384}, true},
+      {"convnext_pico", {2, 2, 6, 2}, {64, 128, 256, 512}, true},
+      {"convnext_nano", {2, 2, 8, 2}, {80, 160, 320, 640}, true},
+      {"convnext_tiny", {3, 3, 9, 3}, {96, 192, 384, 768}, false},
+      {"convnext_small", {3, 3, 27, 3}, {96, 192, 384, 768}, false},
+  };
+  return archs;
+}
+
+ConvNeXtOptions read_convnext_options(Options& o) {
+  ConvNeXtOptions c;
+  c.in_chans = o.integer("in_chans", c.in_chans, "input image channels (1 = grayscale, 3 = RGB)", 1);
+  c.num_classes = o.integer("num_classes", c.num_classes, "classifier outputs; 0 = pooled features only", 0);
+  c.drop_path_rate = o.number("drop_path_rate", c.drop_path_rate,
+                              "stochastic depth, rising linearly over the blocks to this rate", 0.0, 1.0);
+  if (c.drop_path_rate >= 1.0) o.error("drop_path_rate", "must be below 1 (1 drops every block)");
+  c.drop_rate = o.number("drop_rate", c.drop_rate, "dropout before the classifier (head.fc)", 0.0, 1.0);
+  c.pretrained =
+      o.text("pretrained", c.pretrained, "timm-keyed .safetensors to start from (\"\" = random timm init)");
+  if (!o.describing() && !c.pretrained.empty() && !std::filesystem::is_regular_file(c.pretrained))
+    o.error("pretrained", "file not found: " + c.pretrained, "paths are relative to the working directory");
+  c.channels_last = o.flag("channels_last", c.channels_last,
+                           "channels-last memory format for weights and inputs (faster convolutions on CPU)");
+  return c;
+}
+
+ConvNeXt::ConvNeXt(const ConvNeXtArch& arch, const ConvNeXtOptions& options)
+    : arch_(arch), options_(options), parts_(std::make_unique<ConvNeXtParts>()) {
+  const auto& d = arch.dims;
+  // Construction order follows timm's __init__, so default-init RNG draws happen in the same order.
+  parts_->stem = register_module(
+      "stem",
+      nn::Sequential(nn::Conv2d(nn::Conv2dOptions(options.in_chans, d[0], 4).stride(4)), LayerNorm2d(d[0])));
+  int64_t total = 0;
+  for (int64_t n : arch.depths) total += n;
+  auto stages = register_module("stages", nn::ModuleList());
+  int64_t block = 0;
+  for (int i = 0; i < 4; ++i) {
+    std::vector<double> dp;  // timm: linspace(0, drop_path_rate, sum(depths)) split per stage
+    for (int64_t j = 0; j < arch.depths[i]; ++j, ++block)
+      dp.push_back(total > 1 ? options.drop_path_rate * block / (total - 1) : 0.0);
+    parts_->stages.push_back(Stage(i ? d[i - 1] : d[0], d[i], i > 0, arch.conv_mlp, dp));
+    stages->push_back(parts_->stages.back());
+  }
+  parts_->head = register_module("head", Head(d[3], options.num_classes, options.drop_rate));
+  reset_parameters();
+  if (options.channels_last) {
+    // No Module::to(MemoryFormat) in LibTorch: restride each 4-D parameter (before any optimizer).
+    torch::NoGradGuard no_grad;
+    for (auto& p : parameters())
+      if (p.dim() == 4) p.set_data(p.data().contiguous(torch::MemoryFormat::ChannelsLast));
+  }
+}
+
+ConvNeXt::~ConvNeXt() = default;
+
+void ConvNeXt::reset_parameters() {
+  // timm's _init_weights, applied module by module in timm's order (leaves in pre-order).
+  torch::NoGradGuard no_grad;
+  for (const auto& m : named_modules("", /*include_self=*/false)) {
+    auto params = m.value()->named_parameters(/*recurse=*/false);
+    bool conv_or_linear = m.value()->as<nn::Conv2d>() || m.value()->as<nn::Linear>();
+    if (conv_or_linear) {
+      trunc_normal_(params["weight"], 0.0, 0.02);
+      params["bias"].zero_();
+    } else if (auto* ln = m.value()->as<LayerNorm2dImpl>()) {
+      ln->reset_parameters();
+    } else if (auto* b = m.value()->as<BlockImpl>()) {
+      b->gamma.fill_(1e-6);
+    }
+  }
+}
+
+std::vector<std::string> ConvNeXt::stages() const {
+  return {"stem", "stages.0", "stages.1", "stages.2", "stages.3", "head"};
+}
+
+void ConvNeXt::check_input(const torch::Tensor& x) const {
+  if (x.dim() != 4 || x.size(1) != options_.in_chans)
+    throw UserError(arch_.name + " was built with in_chans = " + std::to_string(options_.in_chans) +
+                    " and expects inputs [N, " + std::to_string(options_.in_chans) + ", H, W], got " +
+                    c10::str(x.sizes()) + ": set [model] in_chans to the images' channel count");
+  const int64_t h = x.size(2), w = x.size(3), m = min_input_size();
+  if (h < m || w < m)
+    throw UserError(arch_.name + " needs inputs of at least " + std::to_string(m) + "x" + std::to_string(m) +
+                    ", got " + std::to_string(h) + "x" + std::to_string(w) +
+                    ": resize, e.g. [[data.train_transforms]] name = \"resize\" size = [" +
+                    std::to_string(std::max(h, m)) + ", " + std::to_string(std::max(w, m)) + "]");
+}
+
+torch::Tensor ConvNeXt::forward_features(torch::Tensor x) {
+  check_input(x);
+  if (options_.channels_last) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
+  x = parts_->stem->forward(x);
+  for (auto& s : parts_->stages) x = s->forward(x);
+  return parts_->head->pre_logits(x);
+}
+
+torch::Tensor ConvNeXt::forward(torch::Tensor x) {
+  return parts_->head->forward(forward_features(std::move(x)));
+}
+
+std::unique_ptr<ConvNeXt> make_convnext(const ConvNeXtArch& arch, const ConvNeXtOptions& options) {
+  auto model = std::make_unique<ConvNeXt>(arch, options);
+  if (options.pretrained.empty()) return model;
+  // Name the two mismatches users actually hit in recipe terms, not as raw shapes.
+  WeightHint hint = [&](const std::string& key, const torch::Tensor* f,
+                        const torch::Tensor* m) -> std::string {
+    if (key == "stem.0.weight" && f && m && f->dim() == 4 && f->size(1) != m->size(1))
+      return "the file has in_chans = " + std::to_string(f->size(1)) + ", the model " +
+             std::to_string(m->size(1)) + ": set [model] in_chans = " + std::to_string(f->size(1)) +
+             " or convert the images";
+    if (key.rfind("head.fc.", 0) != 0) return "";
+    if (f && m && f->size(0) != m->size(0))
+      return "the file has num_classes = " + std::to_string(f->size(0)) + ", the model " +
+             std::to_string(m->size(0)) + ": set [model] num_classes = " + std::to_string(f->size(0));
+    if (f && !m)
+      return "the file has a classifier with num_classes = " + std::to_string(f->size(0)) +
+             " but [model] num_classes = 0";
+    if (m && !f) return "the file has no classifier head: set [model] num_classes = 0";
+    return "";
+  };
+  load_weights(*model, options.pretrained, hint);
+  return model;
+}
+
+std::unique_ptr<ConvNeXt> make_convnext(const std::string& name, const ConvNeXtOptions& options) {
+  std::vector<std::string> names;
+  for (const auto& a : convnext_archs()) {
+    if (a.name == name) return make_convnext(a, options);
+    names.push_back(a.name);
+  }
+  throw UserError("unknown ConvNeXt \"" + name + "\" (known: " + join(names) + ")");
+}
+
+void register_convnext(ModelRegistry& registry) {
+  for (const auto& arch : convnext_archs()) {
+    std::string doc = "timm " + arch.name + ": depths " + c10::str(c10::IntArrayRef(arch.depths)) +
+                      ", dims " + c10::str(c10::IntArrayRef(arch.dims)) + (arch.conv_mlp ? ", conv MLP" : "");
+    registry.add(arch.name, doc, [arch](Options& o) -> ModelRegistry::Factory {
+      ConvNeXtOptions opts = read_convnext_options(o);
+      return [arch, opts]() -> std::unique_ptr<Model> { return make_convnext(arch, opts); };
+    });
+  }
+}
+
+}  // namespace engine

@@ -1,0 +1,76 @@
+#pragma once
+// ConvNeXt (Liu et al. 2022) exactly as timm builds it (shared/reference/timm.md): same module
+// names, hence the same state_dict keys and shapes, same parameter counts, same init. Registered
+// as convnext_atto, _femto, _pico, _nano, _tiny and _small.
+#include <array>
+#include <string>
+#include <vector>
+
+#include "components/models/model.h"
+#include "engine/recipe/options.h"
+
+namespace engine {
+
+/// One timm ConvNeXt variant.
+struct ConvNeXtArch {
+  std::string name;               // "convnext_atto"
+  std::array<int64_t, 4> depths;  // blocks per stage
+  std::array<int64_t, 4> dims;    // channels per stage
+  bool conv_mlp;                  // MLP as 1x1 convs on NCHW (atto..nano) or Linear on NHWC
+};
+
+/// The registered variants, smallest first.
+const std::vector<ConvNeXtArch>& convnext_archs();
+
+/// Recipe options of every ConvNeXt ([model] table), read by read_convnext_options.
+struct ConvNeXtOptions {
+  int64_t in_chans = 3;
+  int64_t num_classes = 1000;   // 0: forward returns pooled features [N, dims[3]]
+  double drop_path_rate = 0.0;  // stochastic depth, linspace(0, rate) over all blocks
+  double drop_rate = 0.0;       // dropout before head.fc
+  std::string pretrained;       // timm-keyed .safetensors loaded strictly; "" = timm init
+  bool channels_last = true;    // parameters and inputs in channels-last memory format
+};
+
+ConvNeXtOptions read_convnext_options(Options& o);
+
+struct ConvNeXtParts;
+
+/// The model. Construction initialises weights like timm from the global torch RNG (seed it
+/// first); it does not load `pretrained` (make_convnext does).
+class ConvNeXt : public Model {
+ public:
+  ConvNeXt(const ConvNeXtArch& arch, const ConvNeXtOptions& options);
+  ~ConvNeXt() override;
+
+  /// x: [N, in_chans, H, W] with H, W >= 32; throws UserError on a wrong channel count or a too
+  /// small input (naming the fix) instead of failing deep inside a convolution.
+  torch::Tensor forward(torch::Tensor x) override;
+  /// Pooled, normalised features [N, dims[3]] (timm forward_head(pre_logits=True)).
+  torch::Tensor forward_features(torch::Tensor x);
+  int64_t min_input_size() const override { return 32; }
+  int64_t num_classes() const override { return options_.num_classes; }
+  int64_t num_features() const { return arch_.dims[3]; }
+  std::vector<std::string> stages() const override;
+  const ConvNeXtArch& arch() const { return arch_; }
+  const ConvNeXtOptions& options() const { return options_; }
+
+  /// timm's _init_weights: trunc_normal(std .02) conv/linear weights, zero biases, LN ones/zeros,
+  /// gamma 1e-6. Called by the constructor; public for tests and re-initialisation.
+  void reset_parameters();
+
+ private:
+  void check_input(const torch::Tensor& x) const;
+
+  ConvNeXtArch arch_;
+  ConvNeXtOptions options_;
+  std::unique_ptr<ConvNeXtParts> parts_;  // typed handles to the submodules (owned by the module tree)
+};
+
+/// Builds the model and, when options.pretrained is set, loads it strictly (UserError listing
+/// each missing/unexpected/mismatched key; in_chans and num_classes mismatches named as such).
+std::unique_ptr<ConvNeXt> make_convnext(const ConvNeXtArch& arch, const ConvNeXtOptions& options);
+/// Same, by registered name ("convnext_atto"); an unknown name is a UserError listing the known ones.
+std::unique_ptr<ConvNeXt> make_convnext(const std::string& name, const ConvNeXtOptions& options);
+
+}  // namespace engine
