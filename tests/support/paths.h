@@ -10,7 +10,7 @@ std::string source_path(const std::string& relative);
 std::string engine_binary();
 /// data/mnist/<name>; fails the test with a clear message when the data was not fetched.
 std::string mnist_file(const std::string& name);
-/// A fresh empty directory under the build's temp area, removed at process exit.
+/// A fresh empty directory in the system temp dir, named by tag and pid (emptied on each call).
 std::string temp_dir(const std::string& tag);
 
 }  // namespace engine::test

@@ -43,7 +43,7 @@ CommandResult run_small(const std::string& out_dir, const std::string& extra = "
 }  // namespace
 
 TEST_CASE("engine run writes a complete run directory, and the same seed reproduces the same metrics") {
-  std::string dir = temp_dir("run") + "/a";
+  std::string dir = temp_dir("run_a") + "/a";
   auto res = run_small(dir);
   REQUIRE_MESSAGE(res.exit_code == 0, res.output);
 
@@ -83,7 +83,7 @@ TEST_CASE("engine run writes a complete run directory, and the same seed reprodu
   CHECK(summary.contains("test/accuracy"));
 
   // Same seed, same machine: identical metrics.
-  std::string dir2 = temp_dir("run") + "/b";
+  std::string dir2 = temp_dir("run_b") + "/b";
   auto res2 = run_small(dir2);
   REQUIRE_MESSAGE(res2.exit_code == 0, res2.output);
   auto s2 = nlohmann::json::parse(read(dir2 + "/summary.json"));

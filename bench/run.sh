@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# bench/run.sh          engine vs the PyTorch-eager peer on recipes/mnist_convnext.toml
+# bench/run.sh ddp      `engine launch -n 2` vs `engine run` on the same recipe and settings
+#
+# Same machine, same settings, one after the other in one invocation; prints a table of ratios and
+# writes bench/results/<date>-mnist_convnext[-ddp].md with the exact commands. Settings (env vars):
+#   EPOCHS=2 MAX_TRAIN=3200 MAX_VALID=0 (0 = all 1,600) BATCH=64 THREADS=0 (0 = all cores)
+#   REPEAT=1 (>1: alternate the two sides REPEAT times and report medians)
+#   TAG= (appended to the report name: bench/results/<date>-mnist_convnext[-ddp][-TAG].md)
+#   ENGINE=build/engine PY=/usr/bin/python3 (Debian's python3-torch, python3-opencv, python3-numpy)
+# See bench/README.md for how to read the numbers.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+MODE=${1:-peer}
+case "$MODE" in peer|ddp) ;; *) echo "usage: bench/run.sh [ddp]" >&2; exit 2 ;; esac
+EPOCHS=${EPOCHS:-2}
+MAX_TRAIN=${MAX_TRAIN:-3200}
+MAX_VALID=${MAX_VALID:-0}
+BATCH=${BATCH:-64}
+THREADS=${THREADS:-0}
+REPEAT=${REPEAT:-1}
+ENGINE=${ENGINE:-build/engine}
+PY=${PY:-/usr/bin/python3}
+RECIPE=recipes/mnist_convnext.toml
+RUNS=build/bench-runs
+RESULTS=bench/results
+STAMP=$(date +%Y-%m-%d)
+mkdir -p "$RUNS" "$RESULTS"
+
+die() { echo "bench/run.sh: $*" >&2; exit 2; }
+[ -x "$ENGINE" ] || die "$ENGINE not found: build it first (tools/setup.sh, or ninja -C build engine)"
+"$ENGINE" run --help >/dev/null 2>&1 || die "$ENGINE run --help failed: the engine build is not usable yet"
+[ -x /usr/bin/time ] || die "/usr/bin/time missing: apt-get install -y time"
+if [ "$MODE" = peer ]; then
+  "$PY" -c "import torch, cv2, numpy" 2>/dev/null ||
+    die "$PY lacks torch/cv2/numpy: apt-get install -y python3-torch python3-opencv python3-numpy"
+else
+  if ! "$ENGINE" launch --help >/dev/null 2>&1; then
+    echo "bench/run.sh ddp: skipped: '$ENGINE launch --help' fails (the launch subcommand is not built yet)"
+    exit 0
+  fi
+fi
+
+SETS=(--set "train.epochs=$EPOCHS" --set "data.split.max_train=$MAX_TRAIN" --set "data.split.max_valid=$MAX_VALID"
+      --set "data.batch_size=$BATCH" --set "accelerator.threads=$THREADS")
+ENGINE_CMD=("$ENGINE" run "$RECIPE" "${SETS[@]}" --set "run.output_dir=$RUNS/engine")
+if [ "$MODE" = peer ]; then
+  OTHER=peer
+  OTHER_CMD=("$PY" bench/peer_mnist_convnext.py --epochs "$EPOCHS" --max-train "$MAX_TRAIN" --max-valid "$MAX_VALID"
+             --batch-size "$BATCH" --threads "$THREADS" --output-dir "$RUNS/peer")
+else
+  OTHER=engine-ddp
+  OTHER_CMD=("$ENGINE" launch -n 2 "$RECIPE" "${SETS[@]}" --set "run.output_dir=$RUNS/engine-ddp")
+fi
+
+# measure NAME CMD...: wall time + ru_maxrss (/usr/bin/time -v), process-tree RSS/PSS peaks
+# (bench/treemem.py), load average before, stdout/stderr in $RUNS/NAME.log.
+measure() {
+  local name=$1; shift
+  local dir=$RUNS/$name
+  rm -rf "$dir"; mkdir -p "$dir"
+  cut -d' ' -f1 /proc/loadavg > "$RUNS/$name.load"
+  echo "== $name: $*"
+  if ! "$PY" bench/treemem.py -o "$RUNS/$name.mem.json" -- /usr/bin/time -v -o "$RUNS/$name.time" "$@" > "$RUNS/$name.log" 2>&1; then
+    tail -20 "$RUNS/$name.log" >&2
+    die "$name failed (log: $RUNS/$name.log)"
+  fi
+  tail -2 "$RUNS/$name.log" | cut -c1-200
+}
+
+# collect NAME REP: one JSON line of numbers for one run, appended to $RUNS/NAME.results.
+collect() {
+  "$PY" - "$RUNS" "$1" <<'EOF' >> "$RUNS/$1.results"
+import json, re, sys
+runs, name = sys.argv[1:3]
+t = open(f"{runs}/{name}.time").read()
+def field(label):
+    return re.search(re.escape(label) + r":\s*(.+)", t).group(1).strip()
+parts = [float(x) for x in field("Elapsed (wall clock) time (h:mm:ss or m:ss)").split(":")]
+wall = sum(p * 60 ** i for i, p in enumerate(reversed(parts)))
+r = {"wall_s": wall, "cpu_s": float(field("User time (seconds)")) + float(field("System time (seconds)")),
+     "maxrss_mb": int(field("Maximum resident set size (kbytes)")) / 1024,
+     "load_before": float(open(f"{runs}/{name}.load").read())}
+r.update(json.load(open(f"{runs}/{name}.mem.json")))
+if name == "peer":
+    j = json.loads([l for l in open(f"{runs}/{name}.log") if l.startswith("{")][-1])
+    r.update(images_per_s=j["images_per_s"], images_per_s_per_epoch=[round(v, 2) for v in j["images_per_s_per_epoch"]],
+             valid_accuracy=j["valid_accuracy"], test_accuracy=j.get("test_accuracy"))
+else:
+    epochs = [json.loads(l) for l in open(f"{runs}/{name}/metrics.jsonl") if '"epoch"' in l]
+    epochs = [e for e in epochs if e.get("type", "epoch") == "epoch"]
+    r["images_per_s"] = epochs[-1]["images_per_s"]
+    r["images_per_s_per_epoch"] = [round(e["images_per_s"], 2) for e in epochs]
+    s = json.load(open(f"{runs}/{name}/summary.json"))
+    r.update(valid_accuracy=s.get("valid/accuracy"), test_accuracy=s.get("test/accuracy"))
+print(json.dumps(r))
+EOF
+}
+
+rm -f "$RUNS/engine.results" "$RUNS/$OTHER.results"
+for ((i = 1; i <= REPEAT; i++)); do
+  measure engine "${ENGINE_CMD[@]}"; collect engine
+  measure "$OTHER" "${OTHER_CMD[@]}"; collect "$OTHER"
+done
+
+quote() { local out="" a; for a in "$@"; do out+="$(printf '%q' "$a") "; done; echo "${out% }"; }
+SUFFIX=""; [ "$MODE" = ddp ] && SUFFIX=-ddp
+REPORT=$RESULTS/$STAMP-mnist_convnext$SUFFIX${TAG:+-$TAG}.md
+"$PY" - "$RUNS" "$OTHER" "$REPORT" "$(quote "${ENGINE_CMD[@]}")" "$(quote "${OTHER_CMD[@]}")" \
+  "$EPOCHS" "$MAX_TRAIN" "$MAX_VALID" "$BATCH" "$THREADS" "$REPEAT" "$MODE" <<'EOF'
+import json, os, platform, statistics, subprocess, sys
+runs, other, report, ecmd, ocmd, epochs, max_train, max_valid, batch, threads, repeat, mode = sys.argv[1:]
+def load(name):
+    rows = [json.loads(l) for l in open(f"{runs}/{name}.results")]
+    med = lambda k: statistics.median(r[k] for r in rows) if isinstance(rows[0][k], (int, float)) else None
+    return {k: med(k) for k in rows[0]}, rows
+e, e_rows = load("engine")
+o, o_rows = load(other)
+ddp = other == "engine-ddp"
+col = "engine launch -n 2" if ddp else "peer (PyTorch eager)"
+ratio = "2-proc / 1-proc" if ddp else "engine / peer"
+def sh(cmd):
+    try: return subprocess.run(cmd, shell=True, capture_output=True, text=True).stdout.strip()
+    except Exception: return "?"
+rows = [("train images/s (last epoch)", "images_per_s", "{:.1f}"),
+        ("wall time, s (whole command)", "wall_s", "{:.1f}"),
+        ("CPU time user+sys, s", "cpu_s", "{:.1f}"),
+        ("peak RSS, MiB (largest process, time -v)", "maxrss_mb", "{:.0f}"),
+        ("peak PSS, MiB (whole process tree)", "peak_tree_pss_mb", "{:.0f}"),
+        ("peak RSS, MiB (sum over process tree)", "peak_tree_rss_mb", "{:.0f}"),
+        ("valid accuracy (best epoch)", "valid_accuracy", "{:.4f}"),
+        ("test accuracy (2,000 held-out digits)", "test_accuracy", "{:.4f}"),
+        ("load average before the run", "load_before", "{:.2f}")]
+no_ratio = {"valid_accuracy", "test_accuracy", "load_before"}
+lines = [f"| | engine run | {col} | {ratio} |", "|---|---:|---:|---:|"]
+for label, k, f in rows:
+    a, b = e.get(k), o.get(k)
+    fa = f.format(a) if a is not None else "-"
+    fb = f.format(b) if b is not None else "-"
+    r = f"{a / b:.2f}" if (k not in no_ratio and a is not None and b) else ""
+    if ddp and r:  # 2-proc / 1-proc: the other side over the engine
+        r = f"{b / a:.2f}" if a else ""
+    lines.append(f"| {label} | {fa} | {fb} | {r} |")
+table = "\n".join(lines)
+print()
+print(table)
+torch_v = sh("dpkg-query -W -f '${Version}' libtorch1.13 2>/dev/null || true")
+py_torch = sh("/usr/bin/python3 -c 'import torch; print(torch.__version__)'")
+cpu = sh("lscpu | sed -n 's/^Model name: *//p'")
+rev = sh("git rev-parse --short HEAD") + (" (working tree modified)" if sh("git status --porcelain") else "")
+md = [f"# mnist_convnext: {'engine launch -n 2 vs engine run' if ddp else 'engine vs PyTorch-eager peer'} ({os.path.basename(report)[:10]})",
+      "",
+      f"Settings: {epochs} epochs, max_train {max_train}, max_valid {max_valid or 'all'}, batch {batch}"
+      f"{' per process' if ddp else ''}, threads {threads} (0 = all cores{' divided among ranks' if ddp else ''}), "
+      f"repeat {repeat}{' (medians)' if int(repeat) > 1 else ''}. Run one after the other, engine first.",
+      "OpenMP/BLAS environment: " + (", ".join(f"{k}={os.environ[k]}" for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT",
+          "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "ENGINE_THREADS") if k in os.environ) or "defaults (none set)") + ".",
+      f"Machine: {os.cpu_count()} cores ({cpu}), {platform.platform()}; LibTorch (Debian libtorch1.13) {torch_v}, "
+      f"peer python3-torch {py_torch}; git {rev}.",
+      "", table, "",
+      "Ratios > 1 mean the engine side is larger (faster for images/s; slower or bigger for time and memory)."
+      if not ddp else "img/s ratio > 1 means 2 processes train faster than one; global batch is 2 x per-process batch.",
+      "", "Commands (from the repository root):", "", "```", " ".join(f"{k}={os.environ[k]}" for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_NUM_THREADS",
+          "OPENBLAS_NUM_THREADS", "ENGINE_THREADS", "TAG") if os.environ.get(k)) +
+      f" EPOCHS={epochs} MAX_TRAIN={max_train} MAX_VALID={max_valid} BATCH={batch} THREADS={threads} REPEAT={repeat} bench/run.sh{' ddp' if ddp else ''}", "# which ran:",
+      ecmd, ocmd, "```", "", "Per-run numbers:", "", "```"]
+md += [f"engine    {json.dumps(r)}" for r in e_rows] + [f"{other:9} {json.dumps(r)}" for r in o_rows] + ["```", ""]
+open(report, "w").write("\n".join(md))
+print(f"\nwritten: {report}")
+EOF
