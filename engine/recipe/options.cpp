@@ -2,6 +2,7 @@
 
 #include <toml++/toml.h>
 
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -407,10 +408,26 @@ void apply_override(toml::table& root, const std::string& spec) {
       });
       return;
     }
-    toml::node* n = t->get(part);
+    // "name[i]" walks into the i-th table of an array of tables: --set data.train_transforms[1].p=0
+    size_t bracket = part.find('[');
+    std::string name = part.substr(0, bracket);
+    toml::node* n = t->get(name);
     if (!n) {
-      t->insert_or_assign(part, toml::table{});
-      n = t->get(part);
+      if (bracket != std::string::npos) throw UserError("--set " + spec + ": the recipe has no \"" + name + "\" array");
+      t->insert_or_assign(name, toml::table{});
+      n = t->get(name);
+    }
+    if (bracket != std::string::npos) {
+      size_t index = 0;
+      auto close = part.find(']', bracket);
+      auto res = std::from_chars(part.data() + bracket + 1, part.data() + (close == std::string::npos ? part.size() : close), index);
+      toml::array* arr = n->as_array();
+      if (res.ec != std::errc() || close != part.size() - 1)
+        throw UserError("--set " + spec + ": bad index in \"" + part + "\", expected name[N]");
+      if (!arr || index >= arr->size())
+        throw UserError("--set " + spec + ": \"" + name + "\" has no element " + std::to_string(index) +
+                        (arr ? " (it has " + std::to_string(arr->size()) + ")" : " (not an array)"));
+      n = arr->get(index);
     }
     if (!n->is_table()) throw UserError("--set " + spec + ": \"" + part + "\" is not a table in the recipe");
     t = n->as_table();

@@ -101,3 +101,16 @@ TEST_CASE("describe mode documents every key with its default") {
   CHECK(docs[0].default_value == "0.001");
   CHECK(docs[2].key == "split.valid_fraction");
 }
+
+TEST_CASE("--set reaches into arrays of tables by index, with a clear error when out of range") {
+  auto dir = test::temp_dir("options_index");
+  auto file = write_recipe(dir, "r.toml", "[[t]]\nname = \"a\"\n[[t]]\nname = \"b\"\np = 0.5\n");
+  RecipeDocument doc(file, {"t[1].p=1.0", "t[0].size=[40, 40]"});
+  Options root = doc.root();
+  auto ts = root.tables("t", "");
+  REQUIRE(ts.size() == 2);
+  CHECK(ts[1].number("p", 0, "") == 1.0);
+  CHECK(ts[0].integers("size", {}, "") == std::vector<int64_t>{40, 40});
+  CHECK_THROWS_WITH_AS(RecipeDocument(file, {"t[2].p=1"}), doctest::Contains("has no element 2 (it has 2)"), UserError);
+  CHECK_THROWS_AS(RecipeDocument(file, {"t[x].p=1"}), UserError);
+}
