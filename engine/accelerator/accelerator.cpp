@@ -43,9 +43,10 @@ std::unique_ptr<Accelerator> Accelerator::create(const AcceleratorOptions& opts)
   }
   torch::set_num_threads(static_cast<int>(threads));
 
-  auto coll = world.distributed()
-                  ? make_gloo_collectives(world, std::chrono::milliseconds(static_cast<int64_t>(opts.timeout_s * 1000)))
-                  : make_single_process_collectives();
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(opts.timeout_s * 1000));
+  auto coll = !world.distributed() ? make_single_process_collectives()
+              : use_cuda           ? make_nccl_collectives(world, timeout)
+                                   : make_gloo_collectives(world, timeout);
   return std::make_unique<Accelerator>(opts, world, std::move(coll), device, threads);
 }
 

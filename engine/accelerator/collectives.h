@@ -35,4 +35,8 @@ std::unique_ptr<Collectives> make_single_process_collectives();
 /// ProcessGroupGloo; `timeout` bounds every collective and the rendezvous itself.
 std::unique_ptr<Collectives> make_gloo_collectives(const WorldInfo& world, std::chrono::milliseconds timeout);
 
+/// c10d TCPStore rendezvous and a ProcessGroupNCCL on cuda:<local_rank> (made the current device
+/// first); CPU tensors are staged through the device. Builds without NCCL throw UserError.
+std::unique_ptr<Collectives> make_nccl_collectives(const WorldInfo& world, std::chrono::milliseconds timeout);
+
 }  // namespace engine
