@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -344,6 +345,26 @@ std::vector<Options> Options::tables(std::string_view key, std::string_view doc)
   return out;
 }
 
+// Debian's toml++ prints doubles with 17 digits (0.13100000000000001). Rewrite each long float
+// with the shortest text that reads back as the same double: exact, and what the user wrote.
+std::string shortest_floats(const std::string& text) {
+  static const std::regex long_float(R"([-+]?[0-9]+\.[0-9]{10,}(?:[eE][-+]?[0-9]+)?)");
+  std::string out;
+  auto last = text.cbegin();
+  for (std::sregex_iterator it(text.begin(), text.end(), long_float), end; it != end; ++it) {
+    out.append(last, (*it)[0].first);
+    double v = std::strtod(it->str().c_str(), nullptr);
+    char buf[32];
+    auto res = std::to_chars(buf, buf + sizeof(buf), v);
+    std::string shortest(buf, res.ptr);
+    if (shortest.find_first_of(".eEn") == std::string::npos) shortest += ".0";
+    out += shortest;
+    last = (*it)[0].second;
+  }
+  out.append(last, text.cend());
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 // RecipeDocument
 
@@ -496,7 +517,7 @@ void RecipeDocument::finish() {
 std::string RecipeDocument::resolved_toml() const {
   std::ostringstream s;
   s << "# Resolved from " << state_->file << ": every default filled in.\n" << state_->resolved << "\n";
-  return s.str();
+  return shortest_floats(s.str());
 }
 
 }  // namespace engine

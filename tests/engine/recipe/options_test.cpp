@@ -30,7 +30,7 @@ TEST_CASE("options read typed values, fill defaults and mirror them into the res
   doc.finish();
   CHECK(doc.diagnostics().ok());
   std::string resolved = doc.resolved_toml();
-  CHECK(resolved.find("weight_decay = 0.01") != std::string::npos);
+  CHECK(resolved.find("weight_decay = 0.01\n") != std::string::npos);
 }
 
 TEST_CASE("every error is collected with file:line:col, key path and a hint") {
@@ -113,4 +113,18 @@ TEST_CASE("--set reaches into arrays of tables by index, with a clear error when
   CHECK(ts[0].integers("size", {}, "") == std::vector<int64_t>{40, 40});
   CHECK_THROWS_WITH_AS(RecipeDocument(file, {"t[2].p=1"}), doctest::Contains("has no element 2 (it has 2)"), UserError);
   CHECK_THROWS_AS(RecipeDocument(file, {"t[x].p=1"}), UserError);
+}
+
+TEST_CASE("the resolved recipe writes floats exactly and briefly") {
+  auto dir = test::temp_dir("options_floats");
+  auto file = write_recipe(dir, "r.toml", "mean = [0.1310]\nlr = 2e-3\nthird = 0.3333333333333333\n");
+  RecipeDocument doc(file, {});
+  Options root = doc.root();
+  root.numbers("mean", {}, "");
+  root.number("lr", 0, "");
+  CHECK(root.number("third", 0, "") == 1.0 / 3.0);
+  std::string r = doc.resolved_toml();
+  CHECK_MESSAGE(r.find("mean = [ 0.131 ]") != std::string::npos, r);
+  CHECK(r.find("lr = 0.002") != std::string::npos);
+  CHECK(r.find("third = 0.3333333333333333\n") != std::string::npos);  // round-trips, not truncated
 }
