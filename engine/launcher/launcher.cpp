@@ -198,6 +198,9 @@ int launch(const std::function<void()>& fn, int num_processes, const LaunchOptio
       std::string what;
       try {
         fn();
+      } catch (const UserError& e) {  // bad input stays bad input (exit 2) across the fork
+        what = e.what();
+        code = 2;
       } catch (const std::exception& e) {
         what = e.what();
         code = 1;
@@ -227,8 +230,10 @@ int launch(const std::function<void()>& fn, int num_processes, const LaunchOptio
                                launcher_detail::signal_name(out.interrupted_by)));
   }
   if (!out.ok) {
-    throw RunError(
-        fmt::format("rank {} failed: {}", out.failed_rank, out.report.empty() ? out.how : out.report));
+    std::string what =
+        fmt::format("rank {} failed: {}", out.failed_rank, out.report.empty() ? out.how : out.report);
+    if (out.exit_code == 2 && !out.report.empty()) throw UserError(what);
+    throw RunError(what);
   }
   return 0;
 }

@@ -39,7 +39,8 @@ int launch_processes(const LaunchOptions& options, const std::vector<std::string
 /// Accelerator exactly as `engine run` does. An exception escaping fn is printed by the worker as
 /// "rank R: <what>" on stderr and makes it exit 1.
 /// Returns 0 when every worker succeeded; otherwise throws engine::RunError
-/// "rank R failed: <what>" (or "... killed by signal SIGKILL") naming the first failing rank.
+/// "rank R failed: <what>" (or "... killed by signal SIGKILL") naming the first failing rank --
+/// engine::UserError instead when that rank's fn threw a UserError (bad input: exit code 2).
 /// num_processes == 1 (one node) calls fn() in this process: environment untouched, exceptions
 /// propagate unchanged.
 /// Throws engine::UserError when num_processes < 1, for invalid options, and when CUDA is already

@@ -90,11 +90,13 @@ struct Failure {
   int64_t when_ns;
   std::string message;
   std::string how;
+  int exit_code = -1;
 };
 
 Failure make_failure(size_t index, int status, int fd) {
   std::string text = read_report(fd);
-  Failure f{index, WIFSIGNALED(status) != 0, -1, "", describe_status(status)};
+  Failure f{index, WIFSIGNALED(status) != 0, -1, "", describe_status(status),
+            WIFEXITED(status) ? WEXITSTATUS(status) : -1};
   size_t nl = text.find('\n');
   if (nl != std::string::npos) {
     f.when_ns = std::strtoll(text.substr(0, nl).c_str(), nullptr, 10);
@@ -267,6 +269,7 @@ Outcome supervise(std::vector<Worker>& workers, int grace_ms) {
       out.failed_rank = workers[first->index].rank;
       out.report = first->message;
       out.how = first->how;
+      out.exit_code = first->exit_code;
       stop_all(workers, grace_ms);
       return out;
     }

@@ -21,6 +21,7 @@ struct Outcome {
   bool ok = true;          // every worker exited with code 0
   int failed_rank = -1;    // the first failing worker's rank (when !ok)
   std::string how;         // "exited with code 3" / "killed by signal SIGKILL"
+  int exit_code = -1;      // the failing worker's exit code, -1 when killed by a signal
   std::string report;      // the failing worker's own message (fork workers only), else ""
   int interrupted_by = 0;  // SIGINT/SIGTERM the supervisor received and forwarded, else 0
 };

@@ -178,3 +178,15 @@ TEST_CASE("launch: a worker that throws makes launch throw RunError naming that 
                        "rank 1 failed: boom", engine::RunError);
   CHECK(seconds_since(t0) < 5.0);
 }
+
+TEST_CASE("launch: a worker's bad-input error stays a UserError (exit code 2 for the caller)") {
+  engine::LaunchOptions o;
+  o.master_port = 0;
+  CHECK_THROWS_WITH_AS(engine::launch(
+                           [] {
+                             if (std::string(std::getenv("RANK")) == "1") throw engine::UserError("bad recipe");
+                             std::this_thread::sleep_for(60s);
+                           },
+                           2, o),
+                       "rank 1 failed: bad recipe", engine::UserError);
+}
