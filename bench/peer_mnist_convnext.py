@@ -69,7 +69,11 @@ def shift_scale_rotate(img, rng, shift=0.08, scale=0.1, rotate=12.0, p=0.8):
     return cv2.warpAffine(img, m, (w, h), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=0)
 
 
-def resize_normalize(img, size=32):
+IMAGE_SIZE = 40  # set from --image-size; the recipe resizes to 40x40
+
+
+def resize_normalize(img, size=None):
+    size = size or IMAGE_SIZE
     img = cv2.resize(img, (size, size), interpolation=cv2.INTER_LANCZOS4)
     return (img.astype(np.float32) - MEAN * 255.0) / (STD * 255.0)
 
@@ -245,12 +249,15 @@ def main():
     ap.add_argument("--max-valid", type=int, default=0, help="first N validation samples (0 = all)")
     ap.add_argument("--threads", type=int, default=0, help="intra-op threads (0 = all cores of this process)")
     ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--image-size", type=int, default=40, help="resize side (the recipe's data.*_transforms resize)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--no-channels-last", action="store_true", help="NCHW-contiguous weights and inputs")
     ap.add_argument("--output-dir", default="build/bench-runs/peer")
     args = ap.parse_args()
+    global IMAGE_SIZE
+    IMAGE_SIZE = args.image_size  # DataLoader workers fork after this, so they see it too
 
     threads = args.threads or len(os.sched_getaffinity(0))
     torch.set_num_threads(threads)

@@ -42,13 +42,15 @@ else
   fi
 fi
 
-SETS=(--set "train.epochs=$EPOCHS" --set "data.split.max_train=$MAX_TRAIN" --set "data.split.max_valid=$MAX_VALID"
+SIZE=${SIZE:-40}  # must match the recipe's resize; passed to both sides
+SETS=(--set "data.train_transforms[1].size=[$SIZE,$SIZE]" --set "data.eval_transforms[0].size=[$SIZE,$SIZE]"
+      --set "train.epochs=$EPOCHS" --set "data.split.max_train=$MAX_TRAIN" --set "data.split.max_valid=$MAX_VALID"
       --set "data.batch_size=$BATCH" --set "accelerator.threads=$THREADS")
 ENGINE_CMD=("$ENGINE" run "$RECIPE" "${SETS[@]}" --set "run.output_dir=$RUNS/engine")
 if [ "$MODE" = peer ]; then
   OTHER=peer
   OTHER_CMD=("$PY" bench/peer_mnist_convnext.py --epochs "$EPOCHS" --max-train "$MAX_TRAIN" --max-valid "$MAX_VALID"
-             --batch-size "$BATCH" --threads "$THREADS" --output-dir "$RUNS/peer")
+             --batch-size "$BATCH" --threads "$THREADS" --image-size "$SIZE" --output-dir "$RUNS/peer")
 else
   OTHER=engine-ddp
   OTHER_CMD=("$ENGINE" launch -n 2 "$RECIPE" "${SETS[@]}" --set "run.output_dir=$RUNS/engine-ddp")
