@@ -31,6 +31,26 @@ struct OptionsImpl {
 
 namespace {
 
+// Debian's toml++ prints doubles with 17 digits (0.13100000000000001). Rewrite each long float
+// with the shortest text that reads back as the same double: exact, and what the user wrote.
+std::string shortest_floats(const std::string& text) {
+  static const std::regex long_float(R"([-+]?[0-9]+\.[0-9]{10,}(?:[eE][-+]?[0-9]+)?)");
+  std::string out;
+  auto last = text.cbegin();
+  for (std::sregex_iterator it(text.begin(), text.end(), long_float), end; it != end; ++it) {
+    out.append(last, (*it)[0].first);
+    double v = std::strtod(it->str().c_str(), nullptr);
+    char buf[32];
+    auto res = std::to_chars(buf, buf + sizeof(buf), v);
+    std::string shortest(buf, res.ptr);
+    if (shortest.find_first_of(".eEn") == std::string::npos) shortest += ".0";
+    out += shortest;
+    last = (*it)[0].second;
+  }
+  out.append(last, text.cend());
+  return out;
+}
+
 SourcePos pos_of(const toml::node& n, const std::string& fallback_file) {
   const auto& src = n.source();
   if (src.begin.line == 0) return {"--set", 0, 0};
@@ -66,7 +86,7 @@ std::string toml_text(const T& v) {
     for (const auto& x : v) a.push_back(x);
     s << a;
   }
-  return s.str();
+  return shortest_floats(s.str());
 }
 
 template <class T>
@@ -342,26 +362,6 @@ std::vector<Options> Options::tables(std::string_view key, std::string_view doc)
     if (child->all) child->all->push_back(child);
     out.push_back(Options(child));
   }
-  return out;
-}
-
-// Debian's toml++ prints doubles with 17 digits (0.13100000000000001). Rewrite each long float
-// with the shortest text that reads back as the same double: exact, and what the user wrote.
-std::string shortest_floats(const std::string& text) {
-  static const std::regex long_float(R"([-+]?[0-9]+\.[0-9]{10,}(?:[eE][-+]?[0-9]+)?)");
-  std::string out;
-  auto last = text.cbegin();
-  for (std::sregex_iterator it(text.begin(), text.end(), long_float), end; it != end; ++it) {
-    out.append(last, (*it)[0].first);
-    double v = std::strtod(it->str().c_str(), nullptr);
-    char buf[32];
-    auto res = std::to_chars(buf, buf + sizeof(buf), v);
-    std::string shortest(buf, res.ptr);
-    if (shortest.find_first_of(".eEn") == std::string::npos) shortest += ".0";
-    out += shortest;
-    last = (*it)[0].second;
-  }
-  out.append(last, text.cend());
   return out;
 }
 
