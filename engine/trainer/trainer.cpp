@@ -90,14 +90,12 @@ void Trainer::apply_schedule() {
   if (auto m = scheduler_->momentum(state_.step, total_steps_)) set_momentum(*optimizer_, *m);
 }
 
-void Trainer::train_epoch(int64_t epoch, double& loss_sum, double& count) {
+void Trainer::train_epoch(int64_t epoch, FitContext& ctx, double& loss_sum, double& count) {
   const auto& d = recipe_.data;
   const int world = acc_.world().world_size;
   TrainShard shard = train_shard(split_.train, static_cast<uint64_t>(recipe_.run.seed), epoch, d.batch_size,
                                  acc_.world().rank, world, d.drop_last);
   train_loader_->start(std::move(shard.indices), epoch);
-  FitContext ctx{recipe_.run.name, run_dir_, *model_, *optimizer_, acc_.scaler(), state_, checkpointer_,
-                 recipe_.train.epochs, steps_per_epoch_, world, d.batch_size};
   model_->train();
   const auto t0 = Clock::now();
   auto ce = torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(recipe_.train.label_smoothing);
@@ -124,8 +122,7 @@ void Trainer::train_epoch(int64_t epoch, double& loss_sum, double& count) {
     count += n;
     state_.images_seen += n * world;
     StepLog log{epoch, b, steps_per_epoch_, loss.item<double>(), get_lr(*optimizer_, 0), n * world, seconds_since(t0)};
-    for (auto& cb : callbacks_)
-      if (!cb->main_process_only() || acc_.is_main()) cb->on_step_end(ctx, log);
+    each_callback([&](Callback& cb) { cb.on_step_end(ctx, log); });
     if (recipe_.train.max_steps > 0 && state_.step >= recipe_.train.max_steps) {
       state_.stop = true;
       break;
@@ -137,16 +134,12 @@ void Trainer::fit() {
   const int world = acc_.world().world_size;
   FitContext ctx{recipe_.run.name, run_dir_, *model_, *optimizer_, acc_.scaler(), state_, checkpointer_,
                  recipe_.train.epochs, steps_per_epoch_, world, recipe_.data.batch_size};
-  auto each = [&](auto&& call) {
-    for (auto& cb : callbacks_)
-      if (!cb->main_process_only() || acc_.is_main()) call(*cb);
-  };
-  each([&](Callback& cb) { cb.on_fit_begin(ctx); });
+  each_callback([&](Callback& cb) { cb.on_fit_begin(ctx); });
   for (int64_t epoch = state_.epoch; epoch < recipe_.train.epochs && !state_.stop; ++epoch) {
-    each([&](Callback& cb) { cb.on_epoch_begin(ctx); });
+    each_callback([&](Callback& cb) { cb.on_epoch_begin(ctx); });
     const auto t0 = Clock::now();
     double loss_sum = 0, count = 0;
-    train_epoch(epoch, loss_sum, count);
+    train_epoch(epoch, ctx, loss_sum, count);
     auto sums = acc_.reduce_sum({loss_sum, count});
     const double train_seconds = seconds_since(t0);
     EvalResult ev = evaluate(*valid_loader_, split_.valid, "valid", true);
@@ -160,9 +153,9 @@ void Trainer::fit() {
     log.values.emplace_back("seconds", seconds_since(t0));
     log.values.emplace_back("images_per_s", sums[1] / train_seconds);
     state_.epoch = epoch + 1;
-    each([&](Callback& cb) { cb.on_epoch_end(ctx, log); });
+    each_callback([&](Callback& cb) { cb.on_epoch_end(ctx, log); });
   }
-  each([&](Callback& cb) { cb.on_fit_end(ctx); });
+  each_callback([&](Callback& cb) { cb.on_fit_end(ctx); });
   if (state_.stop && state_.epoch < recipe_.train.epochs)
     print("stopped early after epoch " + std::to_string(state_.epoch) + " of " + std::to_string(recipe_.train.epochs) + "\n");
 }

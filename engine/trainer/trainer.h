@@ -15,6 +15,8 @@
 
 namespace engine {
 
+struct FitContext;
+
 struct EvalResult {
   std::vector<std::pair<std::string, double>> values;  // "valid/loss", "valid/accuracy", ...
   torch::Tensor predictions;                           // [N] int64 class ids, dataset order (gathered)
@@ -35,11 +37,17 @@ class Trainer {
  private:
   void build();
   void fit();
-  void train_epoch(int64_t epoch, double& loss_sum, double& count);
+  void train_epoch(int64_t epoch, FitContext& ctx, double& loss_sum, double& count);
   void apply_schedule();
   EvalResult evaluate(Loader& loader, const std::vector<size_t>& indices, const std::string& prefix, bool labeled);
   std::vector<std::pair<std::string, double>> predict();
   void print(const std::string& text) const;
+  /// Calls `event` on each callback this process runs: main-only callbacks on rank 0 only.
+  template <class F>
+  void each_callback(F&& event) {
+    for (auto& cb : callbacks_)
+      if (!cb->main_process_only() || acc_.is_main()) event(*cb);
+  }
 
   const Recipe& recipe_;
   Accelerator& acc_;

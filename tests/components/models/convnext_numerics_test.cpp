@@ -8,6 +8,7 @@
 #include "components/models/convnext.h"
 #include "engine/core/errors.h"
 #include "engine/io/weights.h"
+#include "tests/components/models/convnext_fixtures.h"
 #include "tests/support/paths.h"
 
 using namespace engine;
@@ -15,11 +16,7 @@ using namespace engine;
 namespace {
 
 ConvNeXtOptions opts(int64_t in_chans, int64_t num_classes, bool channels_last = true) {
-  ConvNeXtOptions o;
-  o.in_chans = in_chans;
-  o.num_classes = num_classes;
-  o.channels_last = channels_last;
-  return o;
+  return test::convnext_opts(in_chans, num_classes, channels_last);
 }
 
 std::unique_ptr<ConvNeXt> seeded(uint64_t seed, const ConvNeXtOptions& o,

@@ -9,6 +9,7 @@
 
 #include "components/models/all.h"
 #include "engine/core/errors.h"
+#include "tests/components/models/convnext_fixtures.h"
 #include "tests/support/paths.h"
 
 using namespace engine;
@@ -16,11 +17,7 @@ using namespace engine;
 namespace {
 
 ConvNeXtOptions opts(int64_t in_chans, int64_t num_classes, bool channels_last = true) {
-  ConvNeXtOptions o;
-  o.in_chans = in_chans;
-  o.num_classes = num_classes;
-  o.channels_last = channels_last;
-  return o;
+  return test::convnext_opts(in_chans, num_classes, channels_last);
 }
 
 int64_t count_params(const torch::nn::Module& m) {

@@ -37,33 +37,33 @@ CommandResult check(const std::string& recipe) {
   return run_command("cd " + source_path("") + " && " + engine_binary() + " check " + recipe);
 }
 
+// `engine check` of the recipe exits 2 and names "file:line:" of the line holding `needle`.
+CommandResult check_fails_at(const std::string& recipe, const std::string& needle) {
+  auto res = check(recipe);
+  CHECK(res.exit_code == 2);
+  std::string where = recipe + ":" + std::to_string(line_of(recipe, needle)) + ":";
+  CHECK_MESSAGE(res.output.find(where) != std::string::npos, where << " not in: " << res.output);
+  return res;
+}
+
 }  // namespace
 
 TEST_CASE("a typo'd key names file:line:col and suggests the nearest key") {
   auto r = broken_recipe("typo", "weight_decay =", "weight_decya =");
-  auto res = check(r);
-  CHECK(res.exit_code == 2);
-  int line = line_of(r, "weight_decya");
-  CHECK_MESSAGE(res.output.find(r + ":" + std::to_string(line) + ":") != std::string::npos, res.output);
+  auto res = check_fails_at(r, "weight_decya");
   CHECK(res.output.find("optimizer.weight_decya: unknown key") != std::string::npos);
   CHECK(res.output.find("did you mean \"weight_decay\"") != std::string::npos);
 }
 
 TEST_CASE("a wrong type names the key and what was expected") {
   auto r = broken_recipe("type", "epochs =", "epochs = \"many\" #");
-  auto res = check(r);
-  CHECK(res.exit_code == 2);
-  int line = line_of(r, "epochs = \"many\"");
-  CHECK_MESSAGE(res.output.find(r + ":" + std::to_string(line) + ":") != std::string::npos, res.output);
+  auto res = check_fails_at(r, "epochs = \"many\"");
   CHECK(res.output.find("train.epochs: expected int, got a string") != std::string::npos);
 }
 
 TEST_CASE("an unknown component lists the known ones and the closest") {
   auto r = broken_recipe("component", "name = \"convnext_atto\"", "name = \"convnext_ato\"");
-  auto res = check(r);
-  CHECK(res.exit_code == 2);
-  int line = line_of(r, "convnext_ato");
-  CHECK_MESSAGE(res.output.find(r + ":" + std::to_string(line) + ":") != std::string::npos, res.output);
+  auto res = check_fails_at(r, "convnext_ato");
   CHECK(res.output.find("unknown model \"convnext_ato\"") != std::string::npos);
   CHECK(res.output.find("did you mean \"convnext_atto\"") != std::string::npos);
   // The model's other keys are not reported a second time as unknown.
