@@ -13,20 +13,13 @@ namespace engine {
 
 namespace optim_detail {
 
-namespace {
-std::string fmt(double v) {
-  std::ostringstream s;
-  s << v;
-  return s.str();
-}
-}  // namespace
 
 double read_lr(Options& o, double def) {
   // Read without bounds and check here: Options::number only knows closed intervals, and "> 0"
   // reads better in the message than "[2.2e-308, inf]".
   double lr = o.number("lr", def, "base learning rate (> 0); the scheduler scales it per step");
   if (!(lr > 0)) {
-    o.error("lr", "value " + fmt(lr) + " is out of range, expected > 0",
+    o.error("lr", "value " + format_number(lr) + " is out of range, expected > 0",
             "typical: 1e-3 for adam(w), 0.1 for sgd");
     return def;
   }
@@ -46,7 +39,7 @@ std::array<double, 2> read_betas(Options& o, const std::array<double, 2>& def) {
   }
   for (double v : b) {
     if (!(v >= 0 && v < 1)) {
-      o.error("betas", "value " + fmt(v) + " is out of range, expected each in [0, 1)",
+      o.error("betas", "value " + format_number(v) + " is out of range, expected each in [0, 1)",
               "e.g. betas = [0.9, 0.999]");
       return def;
     }
@@ -57,7 +50,7 @@ std::array<double, 2> read_betas(Options& o, const std::array<double, 2>& def) {
 double read_eps(Options& o, double def) {
   double eps = o.number("eps", def, "term added to the denominator for numerical stability (> 0)");
   if (!(eps > 0)) {
-    o.error("eps", "value " + fmt(eps) + " is out of range, expected > 0", "typical: 1e-8");
+    o.error("eps", "value " + format_number(eps) + " is out of range, expected > 0", "typical: 1e-8");
     return def;
   }
   return eps;

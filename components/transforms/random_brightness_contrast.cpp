@@ -6,16 +6,12 @@
 #include <string>
 
 #include "engine/core/errors.h"
+#include "engine/core/text.h"
 
 namespace engine {
 
 namespace {
 
-std::string num(double v) {
-  std::ostringstream s;
-  s << v;
-  return s.str();
-}
 
 // The range a float image must be in, checked before anything is computed: clipping a 0..255
 // image (or a normalised one with negatives) into [0, 1] destroys it, and doing that silently is
@@ -24,13 +20,13 @@ void check_float_range(const cv::Mat& image, double max_value) {
   double lo = 0, hi = 0;
   cv::minMaxIdx(image.reshape(1), &lo, &hi);
   if (hi > max_value)
-    throw UserError("random_brightness_contrast: float image has values up to " + num(hi) +
-                    " > max_value = " + num(max_value) + " (expected values in [0, " + num(max_value) +
+    throw UserError("random_brightness_contrast: float image has values up to " + format_number(hi) +
+                    " > max_value = " + format_number(max_value) + " (expected values in [0, " + format_number(max_value) +
                     "]); for float images in 0..255 set max_value = 255, or put this transform before "
                     "normalize / apply it to uint8 images");
   if (lo < 0)
-    throw UserError("random_brightness_contrast: float image has negative values (min " + num(lo) +
-                    ", expected values in [0, " + num(max_value) +
+    throw UserError("random_brightness_contrast: float image has negative values (min " + format_number(lo) +
+                    ", expected values in [0, " + format_number(max_value) +
                     "]); put this transform before normalize, where pixels are still in 0..max_value");
 }
 

@@ -1,6 +1,7 @@
 #include "engine/core/text.h"
 
 #include <algorithm>
+#include <sstream>
 
 namespace engine {
 
@@ -29,6 +30,12 @@ std::string nearest(std::string_view word, const std::vector<std::string>& candi
   // A typo changes a few characters; beyond ~40% of the word it is a different word.
   size_t limit = std::max<size_t>(2, (word.size() * 2 + 4) / 5);
   return best_d <= limit ? best : std::string();
+}
+
+std::string format_number(double value) {
+  std::ostringstream s;
+  s << value;
+  return s.str();
 }
 
 std::string join(const std::vector<std::string>& items, std::string_view sep) {

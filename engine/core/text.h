@@ -12,6 +12,9 @@ size_t edit_distance(std::string_view a, std::string_view b);
 /// The candidate closest to `word`, or "" when none is close enough to be a plausible typo.
 std::string nearest(std::string_view word, const std::vector<std::string>& candidates);
 
+/// A number as a user reads it in a message: 0.001, 1e-08, 255 (ostream's default format).
+std::string format_number(double value);
+
 /// "a, b, c" — for "known: ..." lists.
 std::string join(const std::vector<std::string>& items, std::string_view sep = ", ");
 

@@ -147,11 +147,6 @@ std::optional<std::vector<T>> as_vector(const toml::node& n, Elem elem, std::str
   return out;
 }
 
-std::string fmt_double(double v) {
-  std::ostringstream s;
-  s << v;
-  return s.str();
-}
 
 }  // namespace
 
@@ -222,7 +217,7 @@ double Options::number(std::string_view key, double def, std::string_view doc, d
   return read_key<double>(*impl_, key, def, "float", doc, [&](const toml::node& n, std::string& why) {
     auto v = as_number(n);
     if (v && (!(*v >= min) || !(*v <= max))) {
-      why = "value " + fmt_double(*v) + " is out of range [" + fmt_double(min) + ", " + fmt_double(max) + "]";
+      why = "value " + format_number(*v) + " is out of range [" + format_number(min) + ", " + format_number(max) + "]";
       return std::optional<double>();
     }
     return v;

@@ -118,10 +118,11 @@ void Trainer::train_epoch(int64_t epoch, FitContext& ctx, double& loss_sum, doub
       ++state_.skipped_steps;  // non-finite fp16 gradients: no update, the schedule does not advance
     }
     const int64_t n = images.size(0);
-    loss_sum += loss.item<double>() * n;
+    const double batch_loss = loss.item<double>();  // one device sync per step
+    loss_sum += batch_loss * n;
     count += n;
     state_.images_seen += n * world;
-    StepLog log{epoch, b, steps_per_epoch_, loss.item<double>(), get_lr(*optimizer_, 0), n * world, seconds_since(t0)};
+    StepLog log{epoch, b, steps_per_epoch_, batch_loss, get_lr(*optimizer_, 0), n * world, seconds_since(t0)};
     each_callback([&](Callback& cb) { cb.on_step_end(ctx, log); });
     if (recipe_.train.max_steps > 0 && state_.step >= recipe_.train.max_steps) {
       state_.stop = true;
