@@ -8,7 +8,7 @@ BUILD=${1:-build}
 PACKAGES=(cmake g++ ninja-build ccache pkg-config
           libtorch-dev libgloo-dev libopenblas0-pthread
           libtomlplusplus-dev libfmt-dev nlohmann-json3-dev libcli11-dev doctest-dev
-          libopencv-core-dev libopencv-imgproc-dev nodejs npm)
+          libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev nodejs npm)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -33,3 +33,5 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD" -j"$(nproc)"
 
 datasets/fetch_mnist.sh
+# The same digits as PNG files named by label (data/digits_png/images), for the image-file datasets.
+datasets/make_digit_pngs.sh

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "engine/trainer/fit_context.h"
+#include "engine/trainer/model_ema.h"
 
 namespace engine {
 
@@ -26,7 +27,11 @@ class CheckpointBest : public Callback {
     if (opts_.monitor.improved(v, ctx.state.best_value)) {
       ctx.state.best_value = v;
       ctx.state.best_epoch = log.epoch;
+      // A monitor on the EMA weights keeps the EMA weights.
+      const bool ema = ctx.ema && opts_.monitor.key.rfind("valid_ema/", 0) == 0;
+      if (ema) ctx.ema->swap_into(ctx.model);
       ctx.checkpointer.save_best(ctx.model, ctx.state, {{"monitor", opts_.monitor.key}});
+      if (ema) ctx.ema->swap_into(ctx.model);
     }
     if (opts_.save_last) ctx.checkpointer.save_last(ctx.model, ctx.optimizer, ctx.state, ctx.scaler);
   }

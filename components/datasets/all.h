@@ -5,5 +5,7 @@
 namespace engine {
 
 void register_digit_csv(DatasetRegistry& registry);
+void register_image_folder(DatasetRegistry& registry);
+void register_file_names(DatasetRegistry& registry);
 
 }  // namespace engine

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "engine/registry/registry.h"
 
@@ -27,6 +28,15 @@ class Dataset {
   virtual Sample get(size_t index) const = 0;
   virtual bool labeled() const = 0;
   virtual int64_t num_classes() const = 0;
+  /// Class names, indexed by label; written to the run directory and exported with the model.
+  /// Default: "0", "1", ... (datasets whose labels are the class names, like digits).
+  virtual std::vector<std::string> class_names() const;
+  /// Channels of every image the dataset returns (1 gray, 3 colour in RGB order, as timm and
+  /// fastai models expect), checked against the model's in_chans before training; 0 = not known.
+  virtual int64_t channels() const { return 0; }
+  /// A name for sample i in prediction files (an image's path relative to the dataset root), or
+  /// "" when samples have no names (then rows are numbered, e.g. Kaggle's ImageId).
+  virtual std::string sample_name(size_t index) const { return {}; }
   /// One line for the run log: "digit_csv data/mnist/train.csv: 8000 samples, 28x28, labeled".
   virtual std::string describe() const = 0;
 };

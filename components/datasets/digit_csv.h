@@ -38,6 +38,7 @@ class DigitCsv : public Dataset {
   Sample get(size_t index) const override;
   bool labeled() const override { return opts_.labeled; }
   int64_t num_classes() const override { return opts_.num_classes; }
+  int64_t channels() const override { return 1; }
   std::string describe() const override;
 
   int height() const { return height_; }

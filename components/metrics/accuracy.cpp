@@ -1,18 +1,12 @@
 #include "components/metrics/accuracy.h"
 
 #include <limits>
-#include <sstream>
 #include <stdexcept>
 
 namespace engine {
 
 void Accuracy::update(const torch::Tensor& logits, const torch::Tensor& targets) {
-  if (logits.dim() != 2 || targets.dim() != 1 || logits.size(0) != targets.size(0)) {
-    std::ostringstream s;
-    s << name() << ": expected logits [N, C] and targets [N], got " << logits.sizes() << " and "
-      << targets.sizes();
-    throw std::invalid_argument(s.str());
-  }
+  check_metric_batch(name(), logits, targets, num_classes_);
   if (logits.size(0) == 0) return;
   torch::NoGradGuard no_grad;
   // argmax in the logits' own dtype: converting to fp32 cannot change which index is largest, and
@@ -29,6 +23,12 @@ void Accuracy::set_sums(const std::vector<double>& sums) {
                                 std::to_string(sums.size()) + " values");
   correct_ = sums[0];
   total_ = sums[1];
+}
+
+void Accuracy::reset(int64_t num_classes) {
+  check_num_classes(name(), num_classes);
+  num_classes_ = num_classes;
+  correct_ = total_ = 0;
 }
 
 double Accuracy::compute() const {

@@ -19,17 +19,20 @@ class Accuracy : public Metric {
   std::string name() const override { return "accuracy"; }
   bool higher_is_better() const override { return true; }
   /// logits [N, C] of any floating dtype (bf16 included), targets [N] of an integer dtype, on any
-  /// device. Throws std::invalid_argument on mismatched shapes.
+  /// device. Throws std::invalid_argument on mismatched shapes (C is checked against reset()'s
+  /// num_classes once reset has been called).
   void update(const torch::Tensor& logits, const torch::Tensor& targets) override;
   /// {correct, total}
   std::vector<double> sums() const override { return {correct_, total_}; }
   void set_sums(const std::vector<double>& sums) override;
   double compute() const override;
-  void reset() override { correct_ = total_ = 0; }
+  /// The sums do not depend on num_classes; it is kept to check the logits' width.
+  void reset(int64_t num_classes) override;
 
  protected:
   double correct_ = 0;
   double total_ = 0;
+  int64_t num_classes_ = 0;  // 0 until reset(): no width check
 };
 
 void register_accuracy(MetricRegistry& registry);

@@ -7,5 +7,7 @@ namespace engine {
 
 void register_accuracy(MetricRegistry& registry);
 void register_error_rate(MetricRegistry& registry);
+void register_f1_macro(MetricRegistry& registry);
+void register_top_k_accuracy(MetricRegistry& registry);
 
 }  // namespace engine

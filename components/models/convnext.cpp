@@ -7,9 +7,9 @@
 #include "components/models/all.h"
 #include "components/models/cpu_kernels.h"
 #include "components/models/layers.h"
+#include "components/models/pretrained.h"
 #include "engine/core/errors.h"
 #include "engine/core/text.h"
-#include "engine/io/weights.h"
 
 namespace engine {
 namespace nn = torch::nn;
@@ -153,7 +153,7 @@ ConvNeXtOptions read_convnext_options(Options& o) {
 }
 
 ConvNeXt::ConvNeXt(const ConvNeXtArch& arch, const ConvNeXtOptions& options)
-    : arch_(arch), options_(options), parts_(std::make_unique<ConvNeXtParts>()) {
+    : Model(arch.name), arch_(arch), options_(options), parts_(std::make_unique<ConvNeXtParts>()) {
   const auto& d = arch.dims;
   // Construction order follows timm's __init__, so default-init RNG draws happen in the same order.
   parts_->stem = register_module(
@@ -199,8 +199,11 @@ void ConvNeXt::reset_parameters() {
   }
 }
 
-std::vector<std::string> ConvNeXt::stages() const {
-  return {"stem", "stages.0", "stages.1", "stages.2", "stages.3", "head"};
+std::vector<ModelStage> ConvNeXt::stages() const {
+  std::vector<ModelStage> out{{"stem", {"stem"}}};
+  for (int i = 0; i < 4; ++i) out.push_back({"stages." + std::to_string(i), {"stages." + std::to_string(i)}});
+  out.push_back({"head", {"head"}});
+  return out;
 }
 
 void ConvNeXt::check_input(const torch::Tensor& x) const {
@@ -230,25 +233,7 @@ torch::Tensor ConvNeXt::forward(torch::Tensor x) {
 
 std::unique_ptr<ConvNeXt> make_convnext(const ConvNeXtArch& arch, const ConvNeXtOptions& options) {
   auto model = std::make_unique<ConvNeXt>(arch, options);
-  if (options.pretrained.empty()) return model;
-  // Name the two mismatches users actually hit in recipe terms, not as raw shapes.
-  WeightHint hint = [&](const std::string& key, const torch::Tensor* f,
-                        const torch::Tensor* m) -> std::string {
-    if (key == "stem.0.weight" && f && m && f->dim() == 4 && f->size(1) != m->size(1))
-      return "the file has in_chans = " + std::to_string(f->size(1)) + ", the model " +
-             std::to_string(m->size(1)) + ": set [model] in_chans = " + std::to_string(f->size(1)) +
-             " or convert the images";
-    if (key.rfind("head.fc.", 0) != 0) return "";
-    if (f && m && f->size(0) != m->size(0))
-      return "the file has num_classes = " + std::to_string(f->size(0)) + ", the model " +
-             std::to_string(m->size(0)) + ": set [model] num_classes = " + std::to_string(f->size(0));
-    if (f && !m)
-      return "the file has a classifier with num_classes = " + std::to_string(f->size(0)) +
-             " but [model] num_classes = 0";
-    if (m && !f) return "the file has no classifier head: set [model] num_classes = 0";
-    return "";
-  };
-  load_weights(*model, options.pretrained, hint);
+  if (!options.pretrained.empty()) load_pretrained(*model, options.pretrained);
   return model;
 }
 

@@ -28,7 +28,7 @@ struct ConvNeXtOptions {
   int64_t num_classes = 1000;   // 0: forward returns pooled features [N, dims[3]]
   double drop_path_rate = 0.0;  // stochastic depth, linspace(0, rate) over all blocks
   double drop_rate = 0.0;       // dropout before head.fc
-  std::string pretrained;       // timm-keyed .safetensors loaded strictly; "" = timm init
+  std::string pretrained;       // timm-keyed .safetensors (components/models/pretrained.h); "" = timm init
   bool channels_last = true;    // parameters and inputs in channels-last memory format
 };
 
@@ -51,7 +51,10 @@ class ConvNeXt : public Model {
   int64_t min_input_size() const override { return 32; }
   int64_t num_classes() const override { return options_.num_classes; }
   int64_t num_features() const { return arch_.dims[3]; }
-  std::vector<std::string> stages() const override;
+  int64_t in_chans() const override { return options_.in_chans; }
+  std::vector<ModelStage> stages() const override;
+  std::string first_conv() const override { return "stem.0"; }
+  std::string classifier() const override { return "head.fc"; }
   const ConvNeXtArch& arch() const { return arch_; }
   const ConvNeXtOptions& options() const { return options_; }
 
@@ -67,8 +70,8 @@ class ConvNeXt : public Model {
   std::unique_ptr<ConvNeXtParts> parts_;  // typed handles to the submodules (owned by the module tree)
 };
 
-/// Builds the model and, when options.pretrained is set, loads it strictly (UserError listing
-/// each missing/unexpected/mismatched key; in_chans and num_classes mismatches named as such).
+/// Builds the model and, when options.pretrained is set, loads it with load_pretrained
+/// (components/models/pretrained.h: in_chans / num_classes adapted as timm, the rest strict).
 std::unique_ptr<ConvNeXt> make_convnext(const ConvNeXtArch& arch, const ConvNeXtOptions& options);
 /// Same, by registered name ("convnext_atto"); an unknown name is a UserError listing the known ones.
 std::unique_ptr<ConvNeXt> make_convnext(const std::string& name, const ConvNeXtOptions& options);

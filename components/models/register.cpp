@@ -3,6 +3,9 @@
 
 namespace engine {
 
-void register_models(ModelRegistry& registry) { register_convnext(registry); }
+void register_models(ModelRegistry& registry) {
+  register_convnext(registry);
+  register_resnet(registry);
+}
 
 }  // namespace engine

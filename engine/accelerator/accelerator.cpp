@@ -21,8 +21,9 @@ AcceleratorOptions AcceleratorOptions::read(Options& o) {
   return a;
 }
 
-std::unique_ptr<Accelerator> Accelerator::create(const AcceleratorOptions& opts) {
-  WorldInfo world = detect_world();
+std::unique_ptr<Accelerator> Accelerator::create(const AcceleratorOptions& opts) { return create(opts, detect_world()); }
+
+std::unique_ptr<Accelerator> Accelerator::create(const AcceleratorOptions& opts, const WorldInfo& world) {
   const bool cuda = torch::cuda::is_available();
   if (opts.device == "cuda" && !cuda)
     throw UserError("accelerator.device = \"cuda\" but no CUDA device is available (this LibTorch build: " +
@@ -85,7 +86,22 @@ AutocastGuard Accelerator::autocast() const {
 }
 
 bool Accelerator::backward(const torch::Tensor& loss, const std::vector<torch::Tensor>& params) {
-  scaler_.scale_loss(loss).backward();
+  backward_local(loss);
+  return sync_gradients(params);
+}
+
+void Accelerator::backward_local(const torch::Tensor& loss) { scaler_.scale_loss(loss).backward(); }
+
+void Accelerator::broadcast_buffers(torch::nn::Module& model) {
+  if (!world_.distributed()) return;
+  std::vector<torch::Tensor> buffers;
+  for (auto& b : model.buffers()) buffers.push_back(b);
+  if (buffers.empty()) return;
+  torch::NoGradGuard no_grad;
+  coll_->broadcast(buffers, 0);
+}
+
+bool Accelerator::sync_gradients(const std::vector<torch::Tensor>& params) {
   if (world_.distributed()) {
     std::vector<torch::Tensor> grads;
     grads.reserve(params.size());

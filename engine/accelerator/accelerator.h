@@ -32,6 +32,9 @@ class Accelerator {
   /// against the machine (fp16 without CUDA is a UserError, not a silent fp32 run), sets the
   /// thread count and joins the process group.
   static std::unique_ptr<Accelerator> create(const AcceleratorOptions& options);
+  /// The same for an explicit world; WorldInfo{} is one process that joins no job, whatever the
+  /// environment says (engine predict, load_learner).
+  static std::unique_ptr<Accelerator> create(const AcceleratorOptions& options, const WorldInfo& world);
   Accelerator(const AcceleratorOptions& options, WorldInfo world, std::unique_ptr<Collectives> collectives,
               torch::Device device, int64_t threads);
 
@@ -52,6 +55,16 @@ class Accelerator {
   /// and checked. Returns false when the optimizer step must be skipped (non-finite gradients);
   /// the decision is the same on every rank because it is taken on the averaged gradients.
   bool backward(const torch::Tensor& loss, const std::vector<torch::Tensor>& params);
+  /// Gradient accumulation: the (scaled) backward of one micro-batch, no communication. The
+  /// last micro-batch of an optimizer step calls backward(loss, params), which syncs them all.
+  void backward_local(const torch::Tensor& loss);
+  /// Gradients averaged across ranks, then (fp16) unscaled and checked: backward() after its
+  /// local part. `params` are the trainable ones only: a frozen parameter gets no gradient.
+  bool sync_gradients(const std::vector<torch::Tensor>& params);
+  /// Overwrites every rank's buffers (BatchNorm running statistics) with rank 0's, as PyTorch
+  /// DDP's broadcast_buffers does. In training mode BatchNorm normalises with batch statistics,
+  /// so the running statistics only matter for evaluation and saving, where this is called.
+  void broadcast_buffers(torch::nn::Module& model);
   /// Element-wise sums over ranks (metric counts, loss sums). Exact: never averages of averages.
   std::vector<double> reduce_sum(const std::vector<double>& values);
   /// Every rank's rows, concatenated in rank order. With the contiguous, unpadded eval shards of

@@ -53,6 +53,25 @@ int cli_main(int argc, char** argv) {
   lc->add_option("recipe", recipe, "recipe file")->required();
   add_set(lc);
 
+  std::string run_dir, export_out;
+  auto* ex = app.add_subcommand("export", "write one self-contained model file from a finished run (weights, model, eval transforms, classes)");
+  ex->add_option("run_dir", run_dir, "run directory of `engine run`")->required();
+  ex->add_option("-o,--output", export_out, "file to write (default RUN_DIR/model.export.safetensors)");
+
+  PredictArgs pa;
+  auto* pr = app.add_subcommand("predict", "predict with an exported model: label, class index, probabilities per image");
+  pr->add_option("model", pa.model, "file written by `engine export`")->required();
+  pr->add_option("images", pa.images, "image files (PNG, JPEG, ...)");
+  pr->add_option("--csv", pa.csv, "a Kaggle digit-recognizer CSV of unlabeled images instead of image files");
+  pr->add_option("-o,--output", pa.output, "with --csv: the submission file to write (default submission.csv)");
+  pr->add_flag("--json", pa.json, "print JSON instead of one line per image");
+  pr->add_option("--device", pa.device, "cpu | cuda | auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  pr->add_option("--threads", pa.threads, "CPU threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+  pr->add_option("--batch-size", pa.batch_size, "images per forward pass")->check(CLI::PositiveNumber);
+  pr->add_option("--id-column", pa.id_column, "with --csv: header of the id column");
+  pr->add_option("--label-column", pa.label_column, "with --csv: header of the label column");
+  pr->add_option("--id-start", pa.id_start, "with --csv: id of the first row");
+
   bool force = false;
   auto* cfg = app.add_subcommand("config", "write the default launch configuration for this machine");
   cfg->add_option("--config-file", config_path, "where to write it");
@@ -71,6 +90,8 @@ int cli_main(int argc, char** argv) {
     if (*check) return cmd_check(reg, recipes, overrides);
     if (*test) return cmd_test(reg, recipes, overrides);
     if (*list) return cmd_list(reg, kind);
+    if (*ex) return cmd_export(run_dir, export_out);
+    if (*pr) return cmd_predict(pa);
     if (*lc) {
       // Flags win over the config file, which wins over the built-in defaults.
       LaunchConfig defaults = read_launch_config(config_path);

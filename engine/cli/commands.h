@@ -14,6 +14,20 @@ struct LaunchOptions;
 /// Starts the ranks of `engine run recipe` (this node's share) and supervises them.
 int cmd_launch(const Registries& reg, const LaunchOptions& options, const std::string& mixed_precision, const std::string& recipe,
                const std::vector<std::string>& overrides);
+int cmd_export(const std::string& run_dir, const std::string& out);
+
+struct PredictArgs {
+  std::string model;                 // export file
+  std::vector<std::string> images;
+  std::string csv, output;           // --csv CSV -o OUT (Kaggle digit-recognizer layout)
+  bool json = false;
+  std::string device = "cpu";
+  int64_t threads = 0;
+  int64_t batch_size = 64;
+  std::string id_column = "ImageId", label_column = "Label";
+  int64_t id_start = 1;
+};
+int cmd_predict(const PredictArgs& args);
 int cmd_test(const Registries& reg, const std::vector<std::string>& targets, const std::vector<std::string>& overrides);
 
 }  // namespace engine

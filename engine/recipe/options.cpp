@@ -475,6 +475,54 @@ RecipeDocument::RecipeDocument(const std::string& file, const std::vector<std::s
   for (const auto& o : overrides) apply_override(state_->table, o);
 }
 
+RecipeDocument::RecipeDocument() : state_(std::make_unique<State>()) {}
+
+std::unique_ptr<RecipeDocument> RecipeDocument::from_text(const std::string& source, const std::string& text) {
+  std::unique_ptr<RecipeDocument> doc(new RecipeDocument());
+  doc->state_->file = source;
+  try {
+    doc->state_->table = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    const auto& b = e.source().begin;
+    throw UserError(source + ":" + std::to_string(b.line) + ":" + std::to_string(b.column) +
+                    ": TOML syntax error: " + std::string(e.description()));
+  }
+  return doc;
+}
+
+std::string toml_subset(const std::string& toml_text, const std::vector<std::string>& keys,
+                        const std::vector<std::string>& drop) {
+  toml::table all = toml::parse(toml_text);
+  // The table at a dotted path's parent (created in `t` when `create`), and the last key.
+  auto parent = [](toml::table& t, const std::string& path, bool create) -> std::pair<toml::table*, std::string> {
+    toml::table* at = &t;
+    size_t start = 0;
+    for (size_t dot; (dot = path.find('.', start)) != std::string::npos; start = dot + 1) {
+      std::string part = path.substr(start, dot - start);
+      if (create && !at->get(part)) at->insert(part, toml::table{});
+      toml::node* n = at->get(part);
+      if (!n || !n->is_table()) return {nullptr, ""};
+      at = n->as_table();
+    }
+    return {at, path.substr(start)};
+  };
+  toml::table out;
+  for (const auto& k : keys) {
+    auto [from, key] = parent(all, k, false);
+    const toml::node* n = from ? from->get(key) : nullptr;
+    if (!n) continue;
+    auto [to, last] = parent(out, k, true);
+    n->visit([&, &to = to, &last = last](const auto& v) { to->insert_or_assign(last, v); });
+  }
+  for (const auto& d : drop) {
+    auto [from, key] = parent(out, d, false);
+    if (from) from->erase(key);
+  }
+  std::ostringstream s;
+  s << out;
+  return s.str() + "\n";
+}
+
 RecipeDocument::~RecipeDocument() = default;
 
 Options RecipeDocument::root() {

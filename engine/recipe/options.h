@@ -81,11 +81,20 @@ class Options {
 };
 
 /// A recipe file after `base` inheritance and `--set` overrides; owns every Options view on it.
+/// The entries of a TOML text named by dotted paths ("model", "data.eval_transforms"),
+/// re-serialised as TOML at the same paths, less the dotted paths in `drop`: the part of a
+/// resolved recipe that an exported model keeps. Missing keys are left out.
+std::string toml_subset(const std::string& toml_text, const std::vector<std::string>& keys,
+                        const std::vector<std::string>& drop = {});
+
 class RecipeDocument {
  public:
   /// Parses `file` (and its `base`), applies overrides "a.b=value" (value in TOML syntax, bare
   /// words taken as strings). Syntax errors throw UserError naming file:line:col.
   RecipeDocument(const std::string& file, const std::vector<std::string>& overrides);
+  /// A document from TOML text (e.g. the model and transforms stored in an exported model);
+  /// `source` names it in messages. No `base`, no overrides.
+  static std::unique_ptr<RecipeDocument> from_text(const std::string& source, const std::string& text);
   ~RecipeDocument();
   RecipeDocument(const RecipeDocument&) = delete;
   RecipeDocument& operator=(const RecipeDocument&) = delete;
@@ -99,6 +108,7 @@ class RecipeDocument {
   const std::string& file() const;
 
  private:
+  RecipeDocument();
   struct State;
   std::unique_ptr<State> state_;
 };

@@ -12,6 +12,8 @@
 
 namespace engine {
 
+class ModelEma;
+
 struct FitContext {
   std::string run_name;
   std::string run_dir;
@@ -24,6 +26,7 @@ struct FitContext {
   int64_t steps_per_epoch = 0;
   int64_t world_size = 1;
   int64_t batch_size = 0;   // per process
+  ModelEma* ema = nullptr;  // when train.ema is on: the averaged weights (swap_into to use them)
 };
 
 }  // namespace engine

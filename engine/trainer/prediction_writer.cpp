@@ -1,6 +1,8 @@
 #include "engine/trainer/prediction_writer.h"
 
 #include <charconv>
+#include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
@@ -10,12 +12,62 @@
 
 namespace engine {
 
-void write_predictions(const std::string& path, const torch::Tensor& predictions, const std::string& id_column,
-                       const std::string& label_column, int64_t id_start) {
-  std::string out = id_column + "," + label_column + "\n";
-  auto p = predictions.to(torch::kLong).contiguous();
-  const int64_t* v = p.data_ptr<int64_t>();
-  for (int64_t i = 0; i < p.numel(); ++i) out += std::to_string(id_start + i) + "," + std::to_string(v[i]) + "\n";
+namespace {
+// A CSV field: quoted when it holds a comma, a quote or a line break (RFC 4180).
+std::string csv_field(const std::string& v) {
+  if (v.find_first_of(",\"\r\n") == std::string::npos) return v;
+  std::string q = "\"";
+  for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+std::string class_label(const std::vector<std::string>& names, int64_t c) {
+  return c >= 0 && static_cast<size_t>(c) < names.size() ? names[static_cast<size_t>(c)] : std::to_string(c);
+}
+
+std::string number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);  // float32 round trip: predict can be checked to 1e-6
+  return buf;
+}
+}  // namespace
+
+void write_predictions(const std::string& path, const EvalResult& rows, const Dataset& data,
+                       const std::vector<std::string>& class_names, const SubmissionFormat& format) {
+  std::string out = csv_field(format.id_column) + "," + csv_field(format.label_column) + "\n";
+  auto pred = rows.predictions.to(torch::kLong).contiguous();
+  auto idx = rows.indices.to(torch::kLong).contiguous();
+  const int64_t* v = pred.data_ptr<int64_t>();
+  const int64_t* at = idx.data_ptr<int64_t>();
+  for (int64_t i = 0; i < pred.numel(); ++i) {
+    std::string name = data.sample_name(static_cast<size_t>(at[i]));
+    out += (name.empty() ? std::to_string(format.id_start + at[i]) : csv_field(name)) + "," +
+           csv_field(class_label(class_names, v[i])) + "\n";
+  }
+  write_file_atomic(path, out);
+}
+
+void write_eval_rows(const std::string& path, const EvalResult& rows, const Dataset& data,
+                     const std::vector<std::string>& class_names) {
+  std::string out = "index,name,label,prediction,probability,loss";
+  for (const auto& c : class_names) out += "," + csv_field("p_" + c);
+  out += "\n";
+  auto probs = rows.probabilities.contiguous();
+  const int64_t n = probs.size(0), C = probs.size(1);
+  const float* p = probs.data_ptr<float>();
+  auto idx = rows.indices.contiguous();
+  auto lab = rows.labels.contiguous();
+  auto pred = rows.predictions.contiguous();
+  torch::Tensor loss = rows.losses.defined() ? rows.losses.contiguous() : torch::full({n}, NAN);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t k = idx.data_ptr<int64_t>()[i], y = lab.data_ptr<int64_t>()[i], yhat = pred.data_ptr<int64_t>()[i];
+    out += std::to_string(k) + "," + csv_field(data.sample_name(static_cast<size_t>(k))) + "," +
+           (y >= 0 ? csv_field(class_label(class_names, y)) : std::string()) + "," +
+           csv_field(class_label(class_names, yhat)) + "," + number(p[i * C + yhat]) + "," +
+           number(loss.data_ptr<float>()[i]);
+    for (int64_t c = 0; c < C; ++c) out += "," + number(p[i * C + c]);
+    out += "\n";
+  }
   write_file_atomic(path, out);
 }
 

@@ -52,6 +52,19 @@ void read_train(Options root, Recipe& r, const Registries& reg) {
   r.train.label_smoothing = o.number("label_smoothing", r.train.label_smoothing, "cross-entropy label smoothing", 0, 1);
   r.train.grad_clip_norm = o.number("grad_clip_norm", r.train.grad_clip_norm, "clip the global gradient norm (0 = off)", 0);
   r.train.max_steps = o.integer("max_steps", r.train.max_steps, "stop after this many optimizer steps (0 = no limit)", 0);
+  r.train.accumulate_steps = o.integer("accumulate_steps", r.train.accumulate_steps,
+                                       "micro-batches per optimizer step: global batch = batch_size x processes x this", 1, 1 << 16);
+  if (o.describing() || o.has("fine_tune")) {
+    Options ft = o.table("fine_tune", "fastai's fine_tune: `epochs` frozen-body epochs first, then `train.epochs` unfrozen with discriminative lrs");
+    r.train.fine_tune = FineTuneOptions::read(ft);
+    if (o.describing()) r.train.fine_tune.enabled = false;
+  }
+  if (o.describing() || o.has("ema")) {
+    Options e = o.table("ema", "timm ModelEmaV2 weights, evaluated as valid_ema/* and saved as model_ema.safetensors");
+    r.train.ema.enabled = e.flag("enabled", true, "keep an exponential moving average of the weights");
+    r.train.ema.decay = e.number("decay", r.train.ema.decay, "ema = decay * ema + (1 - decay) * weights, every optimizer step", 0, 1);
+    r.train.ema.warmup = e.flag("warmup", r.train.ema.warmup, "decay = min(decay, (1 + step) / (10 + step)) (timm ModelEmaV3)");
+  }
   for (const auto& m : r.train.metrics) {
     const auto* e = reg.metrics.find(m);
     if (!e) {
@@ -84,6 +97,10 @@ void read_predict(Options root, Recipe& r, const Registries& reg) {
 std::vector<std::string> known_results(const Recipe& r) {
   std::vector<std::string> k{"train/loss", "valid/loss"};
   for (const auto& m : r.train.metrics) k.push_back("valid/" + m);
+  if (r.train.ema.enabled) {
+    k.push_back("valid_ema/loss");
+    for (const auto& m : r.train.metrics) k.push_back("valid_ema/" + m);
+  }
   if (!r.predict.labels.empty()) k.push_back("test/accuracy");
   return k;
 }
@@ -128,13 +145,22 @@ Recipe load_recipe(const std::string& file, const std::vector<std::string>& over
   Options opt = root.table("optimizer", "");
   r.optimizer = reg.optimizers.parse(opt);
   Options sched = root.table("scheduler", "");
+  read_train(root, r, reg);
+  if (r.train.fine_tune.enabled) {
+    // fine_tune brings fastai's two one-cycle schedules and its own learning rates: a scheduler
+    // or an optimizer lr beside it would be silently ignored, so they are errors.
+    if (sched.has("name"))
+      sched.error("name", "[scheduler] is not used with train.fine_tune (it runs fastai's one-cycle schedules)",
+                  "remove [scheduler], or remove train.fine_tune");
+    if (opt.has("lr"))
+      opt.error("lr", "optimizer.lr is not used with train.fine_tune", "set train.fine_tune.base_lr instead");
+  }
   if (!sched.has("name")) {  // default: a constant learning rate
     const auto* e = reg.schedulers.find("constant");
     if (e) r.scheduler = e->parse(sched);
   } else {
     r.scheduler = reg.schedulers.parse(sched);
   }
-  read_train(root, r, reg);
   std::vector<std::string> listed;
   for (Options& t : root.tables("callbacks", "callbacks (see `engine list callbacks`); progress_bar and metrics_logger are always on")) {
     listed.push_back(t.text("name", "", ""));

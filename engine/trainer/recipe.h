@@ -9,6 +9,7 @@
 
 #include "engine/accelerator/accelerator.h"
 #include "engine/data/split.h"
+#include "engine/trainer/phases.h"
 #include "engine/trainer/registries.h"
 
 namespace engine {
@@ -37,6 +38,13 @@ struct TrainSection {
   double label_smoothing = 0.0;
   double grad_clip_norm = 0.0;   // 0 = off
   int64_t max_steps = 0;         // > 0 stops after that many optimizer steps (smoke tests)
+  int64_t accumulate_steps = 1;  // micro-batches per optimizer step (gradients summed, one all-reduce)
+  FineTuneOptions fine_tune;     // fastai's fine_tune: frozen phase, then discriminative lrs
+  struct Ema {
+    bool enabled = false;
+    double decay = 0.9998;
+    bool warmup = false;
+  } ema;                         // timm ModelEmaV2, evaluated as valid_ema/* and saved beside the weights
 };
 
 struct PredictSection {

@@ -1,26 +1,25 @@
 #pragma once
-// The Engine: fit (train + evaluate every epoch), reload the best weights, evaluate, predict.
-// The recipe was validated before; this class only runs it. It talks to processes and devices
-// through the Accelerator only, and to the outside world through callbacks and the run directory.
+// The Engine: fit (phases of epochs: train + evaluate), reload the best weights, evaluate, predict,
+// write the run directory. The recipe was validated and the objects built (builder.h); this class
+// runs them. It talks to processes and devices through the Accelerator only, and to the outside
+// world through callbacks and the run directory. Evaluation and prediction go through Evaluator.
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "engine/accelerator/accelerator.h"
-#include "engine/data/loader.h"
+#include "engine/trainer/builder.h"
 #include "engine/trainer/checkpointer.h"
+#include "engine/trainer/evaluator.h"
 #include "engine/trainer/recipe.h"
 #include "engine/trainer/train_state.h"
 
 namespace engine {
 
 struct FitContext;
-
-struct EvalResult {
-  std::vector<std::pair<std::string, double>> values;  // "valid/loss", "valid/accuracy", ...
-  torch::Tensor predictions;                           // [N] int64 class ids, dataset order (gathered)
-};
+class ModelEma;
+using Values = std::vector<std::pair<std::string, double>>;
 
 class Trainer {
  public:
@@ -29,23 +28,25 @@ class Trainer {
 
   /// The whole run. Returns the summary (also written to summary.json): the values of the
   /// weights kept as model.safetensors (the best epoch's when checkpoint_best is used).
-  std::vector<std::pair<std::string, double>> run();
+  Values run();
 
-  Model& model() { return *model_; }
+  Model& model() { return *parts_.model; }
   const TrainState& state() const { return state_; }
 
  private:
-  void build();
   void fit();
-  void train_epoch(int64_t epoch, FitContext& ctx, double& loss_sum, double& count);
-  void apply_schedule();
-  EvalResult evaluate(Loader& loader, const std::vector<size_t>& indices, const std::string& prefix, bool labeled);
-  std::vector<std::pair<std::string, double>> predict();
+  void train_epoch(const Phase& phase, int64_t phase_first_step, int64_t phase_steps, int64_t epoch,
+                   FitContext& ctx, double& loss_sum, double& count);
+  void apply_schedule(const Phase& phase, int64_t step_in_phase, int64_t phase_steps);
+  /// valid/* of the model, and valid_ema/* of the EMA weights when train.ema is on.
+  Values evaluate_epoch();
+  Values predict();
+  void write_outputs(const EvalResult& final_eval, const Values& summary, bool has_best);
   void print(const std::string& text) const;
   /// Calls `event` on each callback this process runs: main-only callbacks on rank 0 only.
   template <class F>
   void each_callback(F&& event) {
-    for (auto& cb : callbacks_)
+    for (auto& cb : parts_.callbacks)
       if (!cb->main_process_only() || acc_.is_main()) event(*cb);
   }
 
@@ -54,18 +55,11 @@ class Trainer {
   std::string run_dir_;
   TrainState state_;
   Checkpointer checkpointer_;
-
-  std::shared_ptr<const Dataset> dataset_;
-  Split split_;
-  std::shared_ptr<Model> model_;
-  std::vector<torch::Tensor> params_;
-  std::unique_ptr<torch::optim::Optimizer> optimizer_;
-  std::vector<double> base_lrs_;
-  std::unique_ptr<Scheduler> scheduler_;
-  std::vector<std::unique_ptr<Metric>> metrics_;
-  std::vector<std::unique_ptr<Callback>> callbacks_;
-  std::unique_ptr<Loader> train_loader_, valid_loader_;
-  int64_t steps_per_epoch_ = 0;
+  RunParts parts_;
+  std::unique_ptr<Evaluator> evaluator_;
+  std::unique_ptr<ModelEma> ema_;
+  std::vector<torch::Tensor> trainable_;  // this phase's parameters with gradients
+  std::vector<double> base_lrs_;          // this phase's peak lr per optimizer group
   int64_t total_steps_ = 0;
 };
 

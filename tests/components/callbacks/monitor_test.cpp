@@ -43,7 +43,10 @@ TEST_CASE("early_stopping stops after `patience` epochs without improvement, on 
   struct Unused : Model {
     torch::Tensor forward(torch::Tensor x) override { return x; }
     int64_t num_classes() const override { return 0; }
-    std::vector<std::string> stages() const override { return {}; }
+    int64_t in_chans() const override { return 1; }
+    std::vector<ModelStage> stages() const override { return {}; }
+    std::string first_conv() const override { return ""; }
+    std::string classifier() const override { return ""; }
   } model;
   auto p = torch::zeros({1}, torch::requires_grad());
   torch::optim::SGD opt({p}, torch::optim::SGDOptions(0.1));

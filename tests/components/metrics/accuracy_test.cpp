@@ -41,8 +41,15 @@ TEST_CASE("accuracy and error_rate on a known batch, fp32 and bf16 logits") {
   bf.update(logits().to(torch::kDouble), targets().to(torch::kInt));
   CHECK(bf.sums() == std::vector<double>{8, 12});
 
-  acc.reset();
+  acc.reset(3);
   CHECK(std::isnan(acc.compute()));
+  CHECK(acc.sums() == std::vector<double>{0, 0});
+  acc.update(logits(), targets());
+  CHECK(acc.compute() == doctest::Approx(4.0 / 6));
+  // After reset(num_classes) the logits' width is checked: 3 logits are not 4 classes.
+  acc.reset(4);
+  CHECK_THROWS_AS(acc.update(logits(), targets()), std::invalid_argument);
+  CHECK_THROWS_AS(acc.reset(0), std::invalid_argument);
   CHECK(std::isnan(ErrorRate().compute()));
   CHECK_THROWS_AS(acc.update(logits(), torch::tensor({1, 2}, torch::kLong)), std::invalid_argument);
   CHECK_THROWS_AS(acc.update(logits()[0], targets()), std::invalid_argument);
@@ -65,10 +72,10 @@ TEST_CASE("accuracy from summed counts of two ranks equals accuracy on the conca
   CHECK_THROWS_AS(err.set_sums({1.0}), std::invalid_argument);
 }
 
-TEST_CASE("the metric registry knows accuracy and error_rate") {
+TEST_CASE("the metric registry knows every metric") {
   MetricRegistry registry("metric");
   register_metrics(registry);
-  CHECK(registry.names() == std::vector<std::string>{"accuracy", "error_rate"});
+  CHECK(registry.names() == std::vector<std::string>{"accuracy", "error_rate", "f1_macro", "top_k_accuracy"});
   std::vector<OptionDoc> docs;
   Options o = Options::describe(&docs);
   auto factory = registry.find("error_rate")->parse(o);
@@ -76,4 +83,9 @@ TEST_CASE("the metric registry knows accuracy and error_rate") {
   auto m = factory();
   CHECK(m->name() == "error_rate");
   CHECK_FALSE(m->higher_is_better());
+  for (const auto& name : registry.names()) {
+    Options d = Options::describe(nullptr);
+    auto made = registry.find(name)->parse(d)();
+    CHECK(made->name() == name);  // the recipe's name is the key in metrics.jsonl ("valid/<name>")
+  }
 }

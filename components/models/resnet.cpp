@@ -1,0 +1,212 @@
+#include "components/models/resnet.h"
+
+#include <torch/torch.h>
+
+#include "components/models/all.h"
+#include "components/models/layers.h"
+#include "components/models/pretrained.h"
+#include "engine/core/errors.h"
+#include "engine/core/text.h"
+
+namespace engine {
+namespace nn = torch::nn;
+namespace {
+
+nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) {
+  return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
+}
+
+// timm's BasicBlock (conv1 3x3 stride s, conv2 3x3) or Bottleneck (conv1 1x1, conv2 3x3 stride s,
+// conv3 1x1 to 4x planes), each conv followed by its BatchNorm (bn1..bn3); ReLU between, and after
+// the residual sum. `downsample` (1x1 conv + BN on the shortcut) is built by the caller first and
+// registered last, as in timm: that is both timm's RNG draw order and its state_dict order.
+// Under bf16 autocast BatchNorm needs no fp32 detour (unlike layer_norm): LibTorch 1.13's CPU
+// batch_norm takes the bf16 conv output with fp32 weights, computes the statistics in fp32 and
+// updates the fp32 running statistics in place (resnet_test checks both).
+class BlockImpl : public nn::Module {
+ public:
+  BlockImpl(int64_t inplanes, int64_t planes, int64_t stride, bool bottleneck, nn::Sequential downsample,
+            double drop_path)
+      : drop_path_(drop_path) {
+    if (bottleneck) {
+      add(inplanes, planes, 1, 1);
+      add(planes, planes, 3, stride);
+      add(planes, planes * 4, 1, 1);
+    } else {
+      add(inplanes, planes, 3, stride);
+      add(planes, planes, 3, 1);
+    }
+    if (downsample) {
+      downsample_ = register_module("downsample", downsample);
+    }
+  }
+
+  torch::Tensor forward(const torch::Tensor& x) {
+    torch::Tensor y = x;
+    for (size_t i = 0; i < convs_.size(); ++i) {
+      y = bns_[i]->forward(convs_[i]->forward(y));
+      if (i + 1 < convs_.size()) y = torch::relu_(y);
+    }
+    y = drop_path(y, drop_path_, is_training());
+    y.add_(downsample_ ? downsample_->forward(x) : x);
+    return torch::relu_(y);
+  }
+
+  /// timm's zero_init_last: the residual branch starts as zero, each block as the identity.
+  void zero_init_last() {
+    torch::NoGradGuard no_grad;
+    bns_.back()->weight.zero_();
+  }
+
+ private:
+  void add(int64_t in, int64_t out, int64_t kernel, int64_t stride) {
+    const std::string n = std::to_string(convs_.size() + 1);
+    convs_.push_back(register_module("conv" + n, conv(in, out, kernel, stride)));
+    bns_.push_back(register_module("bn" + n, nn::BatchNorm2d(out)));
+  }
+
+  double drop_path_;
+  std::vector<nn::Conv2d> convs_;
+  std::vector<nn::BatchNorm2d> bns_;
+  nn::Sequential downsample_{nullptr};
+};
+TORCH_MODULE(Block);
+
+}  // namespace
+
+struct ResNetParts {
+  nn::Conv2d conv1{nullptr};
+  nn::BatchNorm2d bn1{nullptr};
+  std::vector<std::vector<Block>> layers;
+  nn::Linear fc{nullptr};
+};
+
+const std::vector<ResNetArch>& resnet_archs() {
+  static const std::vector<ResNetArch> archs = {
+      {"resnet18", false, {2, 2, 2, 2}},
+      {"resnet34", false, {3, 4, 6, 3}},
+      {"resnet50", true, {3, 4, 6, 3}},
+  };
+  return archs;
+}
+
+ResNet::ResNet(const ResNetArch& arch, const ResNetOptions& options)
+    : Model(arch.name), arch_(arch), options_(options), parts_(std::make_unique<ResNetParts>()) {
+  // Construction order follows timm's __init__ (stem, then per stage the shortcut before the
+  // blocks, then fc), so that the default-init RNG draws, fc's included, happen in timm's order.
+  parts_->conv1 = register_module("conv1", conv(options.in_chans, 64, 7, 2));
+  parts_->bn1 = register_module("bn1", nn::BatchNorm2d(64));
+  const int64_t expansion = arch.bottleneck ? 4 : 1;
+  int64_t total = 0;
+  for (int64_t n : arch.depths) total += n;
+  int64_t inplanes = 64, block = 0;
+  for (int i = 0; i < 4; ++i) {
+    const int64_t planes = int64_t{64} << i, stride = i == 0 ? 1 : 2;
+    auto layer = register_module("layer" + std::to_string(i + 1), nn::Sequential());
+    parts_->layers.emplace_back();
+    for (int64_t j = 0; j < arch.depths[i]; ++j, ++block) {
+      nn::Sequential downsample{nullptr};
+      if (j == 0 && (stride != 1 || inplanes != planes * expansion))
+        downsample = nn::Sequential(conv(inplanes, planes * expansion, 1, stride),
+                                    nn::BatchNorm2d(planes * expansion));
+      // timm: drop_path_rate * block / (blocks - 1), rising linearly over the whole network.
+      const double dp = total > 1 ? options.drop_path_rate * block / (total - 1) : 0.0;
+      Block b(inplanes, planes, j == 0 ? stride : 1, arch.bottleneck, downsample, dp);
+      layer->push_back(b);
+      parts_->layers.back().push_back(b);
+      inplanes = planes * expansion;
+    }
+  }
+  if (options.num_classes > 0)
+    parts_->fc = register_module("fc", nn::Linear(num_features(), options.num_classes));
+  reset_parameters();
+  if (options.channels_last) {
+    // No Module::to(MemoryFormat) in LibTorch: restride each 4-D parameter (before any optimizer).
+    torch::NoGradGuard no_grad;
+    for (auto& p : parameters())
+      if (p.dim() == 4) p.set_data(p.data().contiguous(torch::MemoryFormat::ChannelsLast));
+  }
+}
+
+ResNet::~ResNet() = default;
+
+int64_t ResNet::num_features() const { return 512 * (arch_.bottleneck ? 4 : 1); }
+
+void ResNet::reset_parameters() {
+  torch::NoGradGuard no_grad;
+  for (const auto& m : named_modules("", /*include_self=*/false)) {  // timm's named_modules order
+    if (auto* c = m.value()->as<nn::Conv2d>()) {
+      // Drawn into a contiguous tensor: the RNG fills memory in order, so a channels-last weight
+      // would get the same numbers in other places than timm's.
+      torch::Tensor w = torch::empty(c->weight.sizes(), c->weight.options());
+      nn::init::kaiming_normal_(w, 0.0, torch::kFanOut, torch::kReLU);
+      c->weight.copy_(w);
+    } else if (auto* bn = m.value()->as<nn::BatchNorm2d>()) {
+      bn->reset_parameters();  // weight 1, bias 0, running mean 0 / var 1, num_batches_tracked 0
+    }
+  }
+  for (auto& layer : parts_->layers)
+    for (auto& b : layer) b->zero_init_last();
+}
+
+std::vector<ModelStage> ResNet::stages() const {
+  return {{"stem", {"conv1", "bn1"}}, {"layer1", {"layer1"}}, {"layer2", {"layer2"}},
+          {"layer3", {"layer3"}},     {"layer4", {"layer4"}}, {"head", {"fc"}}};
+}
+
+void ResNet::check_input(const torch::Tensor& x) const {
+  if (x.dim() != 4 || x.size(1) != options_.in_chans)
+    throw UserError(arch_.name + " was built with in_chans = " + std::to_string(options_.in_chans) +
+                    " and expects inputs [N, " + std::to_string(options_.in_chans) + ", H, W], got " +
+                    c10::str(x.sizes()) + ": set [model] in_chans to the images' channel count");
+  const int64_t h = x.size(2), w = x.size(3), m = min_input_size();
+  if (h < m || w < m)
+    throw UserError(arch_.name + " needs inputs of at least " + std::to_string(m) + "x" + std::to_string(m) +
+                    ", got " + std::to_string(h) + "x" + std::to_string(w) +
+                    ": resize, e.g. [[data.train_transforms]] name = \"resize\" size = [" +
+                    std::to_string(std::max(h, m)) + ", " + std::to_string(std::max(w, m)) + "]");
+}
+
+torch::Tensor ResNet::forward_features(torch::Tensor x) {
+  check_input(x);
+  if (options_.channels_last) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
+  x = parts_->bn1->forward(parts_->conv1->forward(x)).relu_();
+  x = torch::max_pool2d(x, 3, 2, 1);
+  for (auto& layer : parts_->layers)
+    for (auto& b : layer) x = b->forward(x);
+  return x.mean({2, 3});  // timm's SelectAdaptivePool2d('avg', flatten=True)
+}
+
+torch::Tensor ResNet::forward(torch::Tensor x) {
+  x = forward_features(std::move(x));
+  if (options_.drop_rate > 0) x = torch::dropout(x, options_.drop_rate, is_training());
+  return parts_->fc ? parts_->fc->forward(x) : x;  // num_classes = 0: timm's fc is nn.Identity
+}
+
+std::unique_ptr<ResNet> make_resnet(const ResNetArch& arch, const ResNetOptions& options) {
+  auto model = std::make_unique<ResNet>(arch, options);
+  if (!options.pretrained.empty()) load_pretrained(*model, options.pretrained);
+  return model;
+}
+
+std::unique_ptr<ResNet> make_resnet(const std::string& name, const ResNetOptions& options) {
+  std::vector<std::string> names;
+  for (const auto& a : resnet_archs()) {
+    if (a.name == name) return make_resnet(a, options);
+    names.push_back(a.name);
+  }
+  throw UserError("unknown ResNet \"" + name + "\" (known: " + join(names) + ")");
+}
+
+void register_resnet(ModelRegistry& registry) {
+  for (const auto& arch : resnet_archs()) {
+    std::string doc = "timm " + arch.name + ": " + (arch.bottleneck ? "Bottleneck" : "BasicBlock") +
+                      " blocks " + c10::str(c10::IntArrayRef(arch.depths)) + ", 7x7 stem, BatchNorm";
+    registry.add(arch.name, doc, [arch](Options& o) -> ModelRegistry::Factory {
+      ResNetOptions opts = read_backbone_options(o, "fc");
+      return [arch, opts]() -> std::unique_ptr<Model> { return make_resnet(arch, opts); };
+    });
+  }
+}
+
+}  // namespace engine
