@@ -36,9 +36,9 @@ class ResNet : public Model {
   ResNet(const ResNetArch& arch, const ResNetOptions& options);
   ~ResNet() override;
 
-  /// x: [N, in_chans, H, W] with H, W >= 32; throws UserError on a wrong channel count or a too
-  /// small input. Under bf16 autocast the convolutions and fc run in bf16; BatchNorm keeps fp32
-  /// statistics and running statistics.
+  /// x: [N, in_chans, H, W] with H, W >= min_input_size(); throws UserError on a wrong channel
+  /// count or a too small input. Under bf16 autocast the convolutions and fc run in bf16;
+  /// BatchNorm keeps fp32 statistics and running statistics.
   torch::Tensor forward(torch::Tensor x) override;
   /// Globally average-pooled features [N, num_features] (timm forward_head(pre_logits=True)).
   torch::Tensor forward_features(torch::Tensor x);
