@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "engine/cli/cli.h"
+#include "engine/core/allocator.h"
 
 int main(int argc, char** argv) {
   // LibTorch's OpenMP threads spin-wait between parallel regions by default. With loader threads
@@ -14,5 +15,10 @@ int main(int argc, char** argv) {
     setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
     execv("/proc/self/exe", argv);  // returns only on failure: then run as we are
   }
+  // After the re-exec (mallopt settings do not survive exec) and before any training thread: keep
+  // freed tensor buffers in the heap instead of returning them to the OS every step. Measured on
+  // 2 cores: sys time and train img/s in bench/RESULTS.md. Every engine process (DDP ranks too,
+  // which start this same binary) passes here.
+  engine::tune_allocator();
   return engine::cli_main(argc, argv);
 }

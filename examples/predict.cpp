@@ -1,8 +1,8 @@
 // fastai's `load_learner(path).predict(img)` from C++: an exported model, one image, the triple.
 //
 //   build/engine export runs/digits_png_resnet34_finetune
-//   build/predict_example runs/digits_png_resnet34_finetune/model.export.safetensors data/digits_png/images/7_00000.png
-//   ('7', 2, [0.0001, 0.0003, 0.9990, 0.0002, 0.0004])
+//   build/predict_example runs/digits_png_resnet34_finetune/model.export.safetensors data/digits_png/images/7_00004.png
+//   ('7', 2, [0.0033, 0.0004, 0.9787, 0.0171, 0.0005])
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 

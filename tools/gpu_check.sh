@@ -100,11 +100,15 @@ fi
 GEN=(); command -v ninja >/dev/null && GEN=(-G Ninja)
 mkdir -p "$BUILD"
 echo "== configuring $BUILD"
+# ENGINE_TORCH_FROM_PYTHON / ENGINE_PYTHON: cmake/EngineTorchDeps.cmake asks this python3 where
+# the torch and nvidia-nccl wheels are (nccl.h, libnccl, Gloo headers; see its header).
 if ! cmake -S . -B "$BUILD" ${GEN[@]+"${GEN[@]}"} -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=$PREFIXES" \
+     -DENGINE_TORCH_FROM_PYTHON=ON "-DENGINE_PYTHON=$(command -v python3)" \
      ${EXTRA_FLAGS[@]+"${EXTRA_FLAGS[@]}"} > "$BUILD/configure.log" 2>&1; then
   tail -n 30 "$BUILD/configure.log" >&2
   fail "cmake configure failed (log: $BUILD/configure.log). A missing package (toml++, fmt, CLI11, nlohmann-json, doctest, OpenCV core/imgproc dev) can be given as .deb files with --debs DIR"
 fi
+grep -E "^-- (NCCL|GLOO) headers|nvToolsExt" "$BUILD/configure.log" || true
 echo "== building engine (log: $BUILD/build.log)"
 cmake --build "$BUILD" --target engine -j "$(nproc)" > "$BUILD/build.log" 2>&1 ||
   { tail -n 40 "$BUILD/build.log" >&2; fail "build failed (log: $BUILD/build.log)"; }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sets up a fresh Debian 12 machine for engine: apt packages, CMake build, real MNIST data.
+# Sets up a fresh Debian 12 machine for engine: apt packages, the engine binary, real MNIST data.
 # Idempotent and fast when already done. Usage: tools/setup.sh [build-dir]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,7 +30,9 @@ blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | a
 case "$blas" in *openblas*) ;; *) echo "setup: warning: libblas.so.3 is '$blas', not OpenBLAS: training will be slow" ;; esac
 
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$BUILD" -j"$(nproc)"
+# Only what `engine run` needs: the engine binary and its libraries, not the test executables and
+# examples (tools/test.sh builds those). A fresh machine trains sooner: see bench/RESULTS.md.
+cmake --build "$BUILD" --target engine -j"$(nproc)"
 
 datasets/fetch_mnist.sh
 # The same digits as PNG files named by label (data/digits_png/images), for the image-file datasets.

@@ -5,6 +5,8 @@
 //   print and write run-dir files freely. A callback that influences training (early stopping)
 //   returns false and then sees identical, already-reduced values on every rank.
 // - Values in EpochLog are global (reduced over ranks), keyed "train/loss", "valid/accuracy", ...
+// - Constructing a callback is cheap and has no side effects: load_recipe() builds each listed
+//   callback once to ask monitored(), so a typo'd monitor is a recipe error before any compute.
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -39,6 +41,9 @@ class Callback {
  public:
   virtual ~Callback() = default;
   virtual bool main_process_only() const { return true; }
+  /// The EpochLog key this callback watches ("valid/accuracy"), or "" when it watches none.
+  /// load_recipe() reports a key the recipe does not produce at the callback's `monitor` key.
+  virtual std::string monitored() const { return {}; }
   virtual void on_fit_begin(FitContext&) {}
   virtual void on_epoch_begin(FitContext&) {}
   virtual void on_step_end(FitContext&, const StepLog&) {}

@@ -19,10 +19,11 @@ namespace {
 class CheckpointBest : public Callback {
  public:
   explicit CheckpointBest(CheckpointBestOptions o) : opts_(std::move(o)) {}
+  std::string monitored() const override { return opts_.monitor.key; }
 
   void on_epoch_end(FitContext& ctx, const EpochLog& log) override {
-    if (!log.has(opts_.monitor.key))
-      throw std::runtime_error("checkpoint_best: monitor \"" + opts_.monitor.key + "\" is not among this run's values");
+    if (!log.has(opts_.monitor.key))  // load_recipe() checked the key: this is a bug
+      throw std::logic_error("checkpoint_best: monitor \"" + opts_.monitor.key + "\" is not among this run's values");
     const double v = log.get(opts_.monitor.key);
     if (opts_.monitor.improved(v, ctx.state.best_value)) {
       ctx.state.best_value = v;

@@ -1,6 +1,7 @@
 #include "components/callbacks/early_stopping.h"
 
 #include <cmath>
+#include <stdexcept>
 
 #include "engine/trainer/fit_context.h"
 
@@ -20,9 +21,13 @@ class EarlyStopping : public Callback {
  public:
   explicit EarlyStopping(EarlyStoppingOptions o) : opts_(std::move(o)) {}
   bool main_process_only() const override { return false; }
+  std::string monitored() const override { return opts_.monitor.key; }
 
   void on_epoch_end(FitContext& ctx, const EpochLog& log) override {
-    const double v = log.get(opts_.monitor.key, NAN);
+    // load_recipe() checked the key; a missing value here is a bug, never a silent stop.
+    if (!log.has(opts_.monitor.key))
+      throw std::logic_error("early_stopping: monitor \"" + opts_.monitor.key + "\" is not among this epoch's values");
+    const double v = log.get(opts_.monitor.key);
     if (opts_.monitor.improved(v, best_, opts_.min_delta)) {
       best_ = v;
       waited_ = 0;

@@ -6,7 +6,7 @@ namespace engine {
 
 Monitor Monitor::read(Options& o, const std::string& default_key) {
   Monitor m;
-  m.key = o.text("monitor", default_key, "value watched, e.g. valid/accuracy or valid/loss");
+  m.key = o.text("monitor", default_key, "value watched: train/loss, valid/loss, valid/<metric>, valid_ema/* (checked by engine check)");
   m.mode = o.choice("mode", m.mode, {"auto", "max", "min"}, "direction of improvement; auto: min for *loss/*error*, else max");
   return m;
 }

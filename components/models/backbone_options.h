@@ -1,6 +1,6 @@
 #pragma once
-// The [model] options every timm-style classifier reads (ResNet; ConvNeXtOptions has the same keys
-// and could become an alias of this struct).
+// The [model] options every timm-style classifier reads (ResNetOptions and ConvNeXtOptions are
+// aliases of this struct).
 #include <string>
 
 #include "engine/recipe/options.h"

@@ -2,14 +2,10 @@
 
 #include <torch/torch.h>
 
-#include <filesystem>
-
 #include "components/models/all.h"
+#include "components/models/backbone_family.h"
 #include "components/models/cpu_kernels.h"
 #include "components/models/layers.h"
-#include "components/models/pretrained.h"
-#include "engine/core/errors.h"
-#include "engine/core/text.h"
 
 namespace engine {
 namespace nn = torch::nn;
@@ -135,23 +131,6 @@ const std::vector<ConvNeXtArch>& convnext_archs() {
   return archs;
 }
 
-ConvNeXtOptions read_convnext_options(Options& o) {
-  ConvNeXtOptions c;
-  c.in_chans = o.integer("in_chans", c.in_chans, "input image channels (1 = grayscale, 3 = RGB)", 1);
-  c.num_classes = o.integer("num_classes", c.num_classes, "classifier outputs; 0 = pooled features only", 0);
-  c.drop_path_rate = o.number("drop_path_rate", c.drop_path_rate,
-                              "stochastic depth, rising linearly over the blocks to this rate", 0.0, 1.0);
-  if (c.drop_path_rate >= 1.0) o.error("drop_path_rate", "must be below 1 (1 drops every block)");
-  c.drop_rate = o.number("drop_rate", c.drop_rate, "dropout before the classifier (head.fc)", 0.0, 1.0);
-  c.pretrained =
-      o.text("pretrained", c.pretrained, "timm-keyed .safetensors to start from (\"\" = random timm init)");
-  if (!o.describing() && !c.pretrained.empty() && !std::filesystem::is_regular_file(c.pretrained))
-    o.error("pretrained", "file not found: " + c.pretrained, "paths are relative to the working directory");
-  c.channels_last = o.flag("channels_last", c.channels_last,
-                           "channels-last memory format for weights and inputs (faster convolutions on CPU)");
-  return c;
-}
-
 ConvNeXt::ConvNeXt(const ConvNeXtArch& arch, const ConvNeXtOptions& options)
     : Model(arch.name), arch_(arch), options_(options), parts_(std::make_unique<ConvNeXtParts>()) {
   const auto& d = arch.dims;
@@ -172,12 +151,7 @@ ConvNeXt::ConvNeXt(const ConvNeXtArch& arch, const ConvNeXtOptions& options)
   }
   parts_->head = register_module("head", Head(d[3], options.num_classes, options.drop_rate));
   reset_parameters();
-  if (options.channels_last) {
-    // No Module::to(MemoryFormat) in LibTorch: restride each 4-D parameter (before any optimizer).
-    torch::NoGradGuard no_grad;
-    for (auto& p : parameters())
-      if (p.dim() == 4) p.set_data(p.data().contiguous(torch::MemoryFormat::ChannelsLast));
-  }
+  if (options.channels_last) to_channels_last();
 }
 
 ConvNeXt::~ConvNeXt() = default;
@@ -206,19 +180,6 @@ std::vector<ModelStage> ConvNeXt::stages() const {
   return out;
 }
 
-void ConvNeXt::check_input(const torch::Tensor& x) const {
-  if (x.dim() != 4 || x.size(1) != options_.in_chans)
-    throw UserError(arch_.name + " was built with in_chans = " + std::to_string(options_.in_chans) +
-                    " and expects inputs [N, " + std::to_string(options_.in_chans) + ", H, W], got " +
-                    c10::str(x.sizes()) + ": set [model] in_chans to the images' channel count");
-  const int64_t h = x.size(2), w = x.size(3), m = min_input_size();
-  if (h < m || w < m)
-    throw UserError(arch_.name + " needs inputs of at least " + std::to_string(m) + "x" + std::to_string(m) +
-                    ", got " + std::to_string(h) + "x" + std::to_string(w) +
-                    ": resize, e.g. [[data.train_transforms]] name = \"resize\" size = [" +
-                    std::to_string(std::max(h, m)) + ", " + std::to_string(std::max(w, m)) + "]");
-}
-
 torch::Tensor ConvNeXt::forward_features(torch::Tensor x) {
   check_input(x);
   if (options_.channels_last) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
@@ -232,29 +193,18 @@ torch::Tensor ConvNeXt::forward(torch::Tensor x) {
 }
 
 std::unique_ptr<ConvNeXt> make_convnext(const ConvNeXtArch& arch, const ConvNeXtOptions& options) {
-  auto model = std::make_unique<ConvNeXt>(arch, options);
-  if (!options.pretrained.empty()) load_pretrained(*model, options.pretrained);
-  return model;
+  return build_backbone<ConvNeXt>(arch, options);
 }
 
 std::unique_ptr<ConvNeXt> make_convnext(const std::string& name, const ConvNeXtOptions& options) {
-  std::vector<std::string> names;
-  for (const auto& a : convnext_archs()) {
-    if (a.name == name) return make_convnext(a, options);
-    names.push_back(a.name);
-  }
-  throw UserError("unknown ConvNeXt \"" + name + "\" (known: " + join(names) + ")");
+  return make_convnext(find_arch(convnext_archs(), name, "ConvNeXt"), options);
 }
 
 void register_convnext(ModelRegistry& registry) {
-  for (const auto& arch : convnext_archs()) {
-    std::string doc = "timm " + arch.name + ": depths " + c10::str(c10::IntArrayRef(arch.depths)) +
-                      ", dims " + c10::str(c10::IntArrayRef(arch.dims)) + (arch.conv_mlp ? ", conv MLP" : "");
-    registry.add(arch.name, doc, [arch](Options& o) -> ModelRegistry::Factory {
-      ConvNeXtOptions opts = read_convnext_options(o);
-      return [arch, opts]() -> std::unique_ptr<Model> { return make_convnext(arch, opts); };
-    });
-  }
+  register_backbones<ConvNeXt>(registry, convnext_archs(), "head.fc", [](const ConvNeXtArch& arch) {
+    return "timm " + arch.name + ": depths " + c10::str(c10::IntArrayRef(arch.depths)) + ", dims " +
+           c10::str(c10::IntArrayRef(arch.dims)) + (arch.conv_mlp ? ", conv MLP" : "");
+  });
 }
 
 }  // namespace engine

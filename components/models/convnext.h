@@ -3,11 +3,12 @@
 // names, hence the same state_dict keys and shapes, same parameter counts, same init. Registered
 // as convnext_atto, _femto, _pico, _nano, _tiny and _small.
 #include <array>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "components/models/backbone_options.h"
 #include "components/models/model.h"
-#include "engine/recipe/options.h"
 
 namespace engine {
 
@@ -22,17 +23,10 @@ struct ConvNeXtArch {
 /// The registered variants, smallest first.
 const std::vector<ConvNeXtArch>& convnext_archs();
 
-/// Recipe options of every ConvNeXt ([model] table), read by read_convnext_options.
-struct ConvNeXtOptions {
-  int64_t in_chans = 3;
-  int64_t num_classes = 1000;   // 0: forward returns pooled features [N, dims[3]]
-  double drop_path_rate = 0.0;  // stochastic depth, linspace(0, rate) over all blocks
-  double drop_rate = 0.0;       // dropout before head.fc
-  std::string pretrained;       // timm-keyed .safetensors (components/models/pretrained.h); "" = timm init
-  bool channels_last = true;    // parameters and inputs in channels-last memory format
-};
-
-ConvNeXtOptions read_convnext_options(Options& o);
+/// [model] options of a ConvNeXt: in_chans, num_classes (0: forward returns pooled features
+/// [N, dims[3]]), drop_rate (before head.fc), drop_path_rate, pretrained, channels_last
+/// (components/models/backbone_options.h).
+using ConvNeXtOptions = BackboneOptions;
 
 struct ConvNeXtParts;
 
@@ -63,8 +57,6 @@ class ConvNeXt : public Model {
   void reset_parameters();
 
  private:
-  void check_input(const torch::Tensor& x) const;
-
   ConvNeXtArch arch_;
   ConvNeXtOptions options_;
   std::unique_ptr<ConvNeXtParts> parts_;  // typed handles to the submodules (owned by the module tree)

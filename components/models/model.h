@@ -58,6 +58,13 @@ class Model : public torch::nn::Module {
   /// messages, instead of the C++ class name.
   explicit Model(std::string name) : torch::nn::Module(std::move(name)) {}
 
+  /// Throws a UserError unless x is [N, in_chans(), H, W] with H, W >= min_input_size(), naming the
+  /// model and the [model] or transform fix, instead of failing deep inside a convolution.
+  void check_input(const torch::Tensor& x) const;
+  /// Restrides every 4-D parameter to channels-last memory format. For the constructor: it must run
+  /// before an optimizer holds the parameters.
+  void to_channels_last();
+
  private:
   std::string pretrained_note_;
 };

@@ -3,10 +3,8 @@
 #include <torch/torch.h>
 
 #include "components/models/all.h"
+#include "components/models/backbone_family.h"
 #include "components/models/layers.h"
-#include "components/models/pretrained.h"
-#include "engine/core/errors.h"
-#include "engine/core/text.h"
 
 namespace engine {
 namespace nn = torch::nn;
@@ -120,12 +118,7 @@ ResNet::ResNet(const ResNetArch& arch, const ResNetOptions& options)
   if (options.num_classes > 0)
     parts_->fc = register_module("fc", nn::Linear(num_features(), options.num_classes));
   reset_parameters();
-  if (options.channels_last) {
-    // No Module::to(MemoryFormat) in LibTorch: restride each 4-D parameter (before any optimizer).
-    torch::NoGradGuard no_grad;
-    for (auto& p : parameters())
-      if (p.dim() == 4) p.set_data(p.data().contiguous(torch::MemoryFormat::ChannelsLast));
-  }
+  if (options.channels_last) to_channels_last();
 }
 
 ResNet::~ResNet() = default;
@@ -154,19 +147,6 @@ std::vector<ModelStage> ResNet::stages() const {
           {"layer3", {"layer3"}},     {"layer4", {"layer4"}}, {"head", {"fc"}}};
 }
 
-void ResNet::check_input(const torch::Tensor& x) const {
-  if (x.dim() != 4 || x.size(1) != options_.in_chans)
-    throw UserError(arch_.name + " was built with in_chans = " + std::to_string(options_.in_chans) +
-                    " and expects inputs [N, " + std::to_string(options_.in_chans) + ", H, W], got " +
-                    c10::str(x.sizes()) + ": set [model] in_chans to the images' channel count");
-  const int64_t h = x.size(2), w = x.size(3), m = min_input_size();
-  if (h < m || w < m)
-    throw UserError(arch_.name + " needs inputs of at least " + std::to_string(m) + "x" + std::to_string(m) +
-                    ", got " + std::to_string(h) + "x" + std::to_string(w) +
-                    ": resize, e.g. [[data.train_transforms]] name = \"resize\" size = [" +
-                    std::to_string(std::max(h, m)) + ", " + std::to_string(std::max(w, m)) + "]");
-}
-
 torch::Tensor ResNet::forward_features(torch::Tensor x) {
   check_input(x);
   if (options_.channels_last) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
@@ -184,29 +164,18 @@ torch::Tensor ResNet::forward(torch::Tensor x) {
 }
 
 std::unique_ptr<ResNet> make_resnet(const ResNetArch& arch, const ResNetOptions& options) {
-  auto model = std::make_unique<ResNet>(arch, options);
-  if (!options.pretrained.empty()) load_pretrained(*model, options.pretrained);
-  return model;
+  return build_backbone<ResNet>(arch, options);
 }
 
 std::unique_ptr<ResNet> make_resnet(const std::string& name, const ResNetOptions& options) {
-  std::vector<std::string> names;
-  for (const auto& a : resnet_archs()) {
-    if (a.name == name) return make_resnet(a, options);
-    names.push_back(a.name);
-  }
-  throw UserError("unknown ResNet \"" + name + "\" (known: " + join(names) + ")");
+  return make_resnet(find_arch(resnet_archs(), name, "ResNet"), options);
 }
 
 void register_resnet(ModelRegistry& registry) {
-  for (const auto& arch : resnet_archs()) {
-    std::string doc = "timm " + arch.name + ": " + (arch.bottleneck ? "Bottleneck" : "BasicBlock") +
-                      " blocks " + c10::str(c10::IntArrayRef(arch.depths)) + ", 7x7 stem, BatchNorm";
-    registry.add(arch.name, doc, [arch](Options& o) -> ModelRegistry::Factory {
-      ResNetOptions opts = read_backbone_options(o, "fc");
-      return [arch, opts]() -> std::unique_ptr<Model> { return make_resnet(arch, opts); };
-    });
-  }
+  register_backbones<ResNet>(registry, resnet_archs(), "fc", [](const ResNetArch& arch) {
+    return "timm " + arch.name + ": " + (arch.bottleneck ? "Bottleneck" : "BasicBlock") + " blocks " +
+           c10::str(c10::IntArrayRef(arch.depths)) + ", 7x7 stem, BatchNorm";
+  });
 }
 
 }  // namespace engine

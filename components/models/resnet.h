@@ -63,8 +63,6 @@ class ResNet : public Model {
   void reset_parameters();
 
  private:
-  void check_input(const torch::Tensor& x) const;
-
   ResNetArch arch_;
   ResNetOptions options_;
   std::unique_ptr<ResNetParts> parts_;  // typed handles to the submodules (owned by the module tree)

@@ -1,17 +1,21 @@
 // Collectives over c10d's ProcessGroupGloo (CPU). See collectives.h for the contract and
 // reference/libtorch-compat.md (c10d) for the 1.13 / 2.x differences this file steers around.
 // The shared c10d logic (checks, buckets, error handling) is process_group_collectives.h.
+// Compiled in only when LibTorch has Gloo (USE_C10D_GLOO, defined by linking ${TORCH_LIBRARIES})
+// and the Gloo headers are on the include path (Debian: libgloo-dev; a pip wheel may lack them,
+// see cmake/EngineTorchDeps.cmake); otherwise the stub at the end says what is missing, so a
+// missing header costs the multi-process CPU path only, not the build.
+#include "engine/accelerator/collectives.h"
+#include "engine/core/errors.h"
+
+#if defined(USE_C10D_GLOO) && __has_include(<gloo/transport/device.h>)
+
 #include <torch/torch.h>
 
 #include <cstdlib>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
-#include "engine/accelerator/collectives.h"
 #include "engine/accelerator/process_group_collectives.h"
-
-#if !defined(USE_C10D_GLOO)
-#error "ProcessGroupGloo.hpp is empty without USE_C10D_GLOO: link the target to ${TORCH_LIBRARIES}"
-#endif
 
 namespace engine {
 namespace {
@@ -55,3 +59,24 @@ std::unique_ptr<Collectives> make_gloo_collectives(const WorldInfo& world,
 }
 
 }  // namespace engine
+
+#else  // no Gloo: a LibTorch without USE_C10D_GLOO, or no Gloo headers at build time
+
+namespace engine {
+
+std::unique_ptr<Collectives> make_gloo_collectives(const WorldInfo& world, std::chrono::milliseconds) {
+#if defined(USE_C10D_GLOO)
+  const char* why = "its LibTorch has Gloo, but the Gloo headers (gloo/transport/device.h) were not on the "
+                    "include path when it was built: install libgloo-dev (Debian LibTorch) or pass "
+                    "-DENGINE_GLOO_INCLUDE_DIR=<folder holding gloo/, matching this LibTorch> to cmake, and rebuild";
+#else
+  const char* why = "its LibTorch was built without Gloo (USE_C10D_GLOO): use a LibTorch with distributed "
+                    "support (Debian's libtorch-dev, or pip torch)";
+#endif
+  throw UserError("rank " + std::to_string(world.rank) + ": this build has no Gloo, so it cannot run several "
+                  "CPU processes: " + why + "; or run a single process (without engine launch)");
+}
+
+}  // namespace engine
+
+#endif

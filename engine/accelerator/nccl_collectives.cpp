@@ -2,7 +2,9 @@
 // same contract (collectives.h), the same agreement checks and the same buckets (collective_plan.h);
 // the shared logic is process_group_collectives.h, this file holds only what NCCL does differently.
 // Compiled in only when LibTorch was built with NCCL (USE_C10D_NCCL: a CUDA LibTorch such as pip
-// torch 2.x); Debian's CPU-only 1.13 gets the stub at the end, which says how to get a CUDA build.
+// torch 2.x) and <nccl.h> is on the include path (pip: the nvidia-nccl wheel, which
+// cmake/EngineTorchDeps.cmake finds); Debian's CPU-only 1.13, or a missing nccl.h, gets the stub at
+// the end, which says how to get a working build.
 //
 // Differences from Gloo that shape this file (reference/libtorch-compat.md, c10d):
 // - NCCL only moves CUDA tensors on this rank's device. The Accelerator hands over CPU tensors
@@ -19,7 +21,7 @@
 #include "engine/accelerator/collectives.h"
 #include "engine/core/errors.h"
 
-#if defined(USE_C10D_NCCL)
+#if defined(USE_C10D_NCCL) && __has_include(<nccl.h>)
 
 #include <c10/cuda/CUDAFunctions.h>
 #include <fmt/format.h>
@@ -92,16 +94,24 @@ std::unique_ptr<Collectives> make_nccl_collectives(const WorldInfo& world, std::
 
 }  // namespace engine
 
-#else  // !USE_C10D_NCCL: a CPU-only LibTorch (e.g. Debian's 1.13)
+#else  // no NCCL: a CPU-only LibTorch (e.g. Debian's 1.13), or no nccl.h at build time
 
 namespace engine {
 
 std::unique_ptr<Collectives> make_nccl_collectives(const WorldInfo& world, std::chrono::milliseconds) {
+#if defined(USE_C10D_NCCL)
+  throw UserError("rank " + std::to_string(world.rank) +
+                  ": this build has no NCCL, so it cannot run on several CUDA devices: its LibTorch has NCCL, "
+                  "but nccl.h was not on the include path when it was built. pip install nvidia-nccl-cu13 "
+                  "(or -cu12, matching torch's CUDA) or pass -DENGINE_NCCL_INCLUDE_DIR=<folder holding nccl.h> "
+                  "to cmake, and rebuild; or set accelerator.device = \"cpu\" to use Gloo");
+#else
   throw UserError("rank " + std::to_string(world.rank) +
                   ": this build has no NCCL (its LibTorch is CPU-only), so it cannot run on several CUDA "
-                  "devices: build against a CUDA LibTorch (e.g. cmake -DCMAKE_PREFIX_PATH=\"$(python3 -c "
-                  "'import torch; print(torch.utils.cmake_prefix_path)')\"; tools/gpu_check.sh does it), or "
-                  "set accelerator.device = \"cpu\" to use Gloo");
+                  "devices: build against a CUDA LibTorch (e.g. cmake -DENGINE_TORCH_FROM_PYTHON=ON, which uses "
+                  "python3's pip torch; tools/gpu_check.sh does it), or set accelerator.device = \"cpu\" to use "
+                  "Gloo");
+#endif
 }
 
 }  // namespace engine

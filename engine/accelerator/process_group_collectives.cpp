@@ -1,10 +1,14 @@
-// The non-template half of process_group_collectives.h.
+// The non-template half of process_group_collectives.h. Built only where LibTorch ships the c10d
+// headers (both 1.13 and 2.x do): a LibTorch without distributed support still builds the engine,
+// whose Gloo/NCCL factories are then stubs (gloo_collectives.cpp, nccl_collectives.cpp).
+#if __has_include(<torch/csrc/distributed/c10d/TCPStore.hpp>)
 #include "engine/accelerator/process_group_collectives.h"
 
 #include <c10/util/Exception.h>
 
 #include <cstdint>
 #include <stdexcept>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 namespace engine::process_group_detail {
@@ -12,6 +16,10 @@ namespace engine::process_group_detail {
 std::string reason(const std::exception& e) {
   if (auto* c10e = dynamic_cast<const c10::Error*>(&e)) return c10e->what_without_backtrace();
   return e.what();
+}
+
+void wait(const c10::intrusive_ptr<c10d::Work>& work) {
+  if (!work->wait()) throw std::runtime_error("the transport reported a failure (Work::wait() returned false)");
 }
 
 void check_world(const WorldInfo& world, const char* maker) {
@@ -25,6 +33,11 @@ void check_world(const WorldInfo& world, const char* maker) {
 }
 
 c10::intrusive_ptr<c10d::Store> connect_store(const WorldInfo& world, std::chrono::milliseconds store_timeout) {
+  if (!world.rendezvous_file.empty()) {  // a single-node engine launch job: no listening socket
+    auto store = c10::make_intrusive<c10d::FileStore>(world.rendezvous_file, world.world_size);
+    store->setTimeout(store_timeout);
+    return store;
+  }
   c10d::TCPStoreOptions so;
   so.port = static_cast<std::uint16_t>(world.master_port);
   so.isServer = world.rank == 0;
@@ -36,6 +49,10 @@ c10::intrusive_ptr<c10d::Store> connect_store(const WorldInfo& world, std::chron
 
 void throw_rendezvous_error(const WorldInfo& world, std::chrono::milliseconds store_timeout,
                             const std::exception& e) {
+  if (!world.rendezvous_file.empty())
+    throw RunError(fmt::format("rendezvous through {} failed on rank {} of {} (timeout {} ms): {}. Check that every "
+                               "rank of this engine launch job started",
+                               world.rendezvous_file, world.rank, world.world_size, store_timeout.count(), reason(e)));
   throw RunError(
       fmt::format("rendezvous at {}:{} failed on rank {} of {} (timeout {} ms): {}. Check that every rank "
                   "started, that MASTER_ADDR/MASTER_PORT agree, and that the port is free on rank 0's host",
@@ -44,3 +61,5 @@ void throw_rendezvous_error(const WorldInfo& world, std::chrono::milliseconds st
 }
 
 }  // namespace engine::process_group_detail
+
+#endif

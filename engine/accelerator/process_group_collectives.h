@@ -38,6 +38,10 @@ void check_world(const WorldInfo& world, const char* maker);
 // every rank joined, or throws after `store_timeout`.
 c10::intrusive_ptr<c10d::Store> connect_store(const WorldInfo& world, std::chrono::milliseconds store_timeout);
 
+// Waits for `work`; throws std::runtime_error when wait() returns false instead of throwing (2.x
+// reports some failures, e.g. an aborted NCCL communicator, through the bool).
+void wait(const c10::intrusive_ptr<c10d::Work>& work);
+
 // The RunError for a failed rendezvous (store or group creation).
 [[noreturn]] void throw_rendezvous_error(const WorldInfo& world, std::chrono::milliseconds store_timeout,
                                          const std::exception& e);
@@ -140,7 +144,7 @@ GatherRows ProcessGroupCollectives<Group>::gather_rows(const char* op) {
     for (int r = 0; r < size_; ++r) out[0].push_back(torch::empty_like(in[0]));
     c10d::AllgatherOptions opts;
     opts.timeout = timeout_;  // honoured by 2.x; 1.13's Gloo uses the Options timeout set at creation
-    talk(op, [&] { pg_->allgather(out, in, opts)->wait(); });
+    talk(op, [&] { process_group_detail::wait(pg_->allgather(out, in, opts)); });
     // The plan reads it on the CPU (its rows are CPU tensors: a no-op for Gloo; NCCL: syncs).
     return torch::stack(out[0]).cpu();
   };
@@ -165,7 +169,7 @@ void ProcessGroupCollectives<Group>::bucketed(const char* op, std::vector<torch:
   }
   for (size_t i = 0; i < buckets.size(); ++i) {
     if (!works[i]) continue;
-    talk(op, [&] { works[i]->wait(); });
+    talk(op, [&] { process_group_detail::wait(works[i]); });
     if (!staged[i].is_same(buckets[i].flat)) buckets[i].flat.copy_(staged[i]);
     if (unpack) unflatten(buckets[i], tensors);
   }
@@ -223,7 +227,7 @@ std::vector<torch::Tensor> ProcessGroupCollectives<Group>::all_gather(const torc
     std::vector<torch::Tensor> in{input};
     c10d::AllgatherOptions opts;
     opts.timeout = timeout_;
-    talk("all_gather", [&] { pg_->allgather(out, in, opts)->wait(); });
+    talk("all_gather", [&] { process_group_detail::wait(pg_->allgather(out, in, opts)); });
   }
   std::vector<torch::Tensor> result;
   // .to() returns the same tensor when it already lives on t's device (Gloo).
@@ -237,7 +241,7 @@ void ProcessGroupCollectives<Group>::barrier() {
   c10d::BarrierOptions opts;
   prepare_barrier(opts);
   opts.timeout = timeout_;
-  talk("barrier", [&] { pg_->barrier(opts)->wait(); });
+  talk("barrier", [&] { process_group_detail::wait(pg_->barrier(opts)); });
 }
 
 }  // namespace engine

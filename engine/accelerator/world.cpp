@@ -102,6 +102,7 @@ WorldInfo from_torchrun() {
   w.node_rank = node.value_or(w.rank / w.local_world_size);
   w.master_addr = env("MASTER_ADDR").value_or("127.0.0.1");
   w.master_port = env_int("MASTER_PORT", 0).value_or(29500);
+  w.rendezvous_file = env("ENGINE_RENDEZVOUS_FILE").value_or("");
   validate(w, "RANK", "WORLD_SIZE");
   return w;
 }

@@ -45,7 +45,7 @@ int cli_main(int argc, char** argv) {
   lc->add_option("--nnodes", launch.nnodes, "machines in the job")->check(CLI::PositiveNumber);
   lc->add_option("--node-rank", launch.node_rank, "this machine's index, 0..nnodes-1")->check(CLI::NonNegativeNumber);
   lc->add_option("--master-addr", launch.master_addr, "address of node 0 (rendezvous)");
-  lc->add_option("--master-port", launch.master_port, "rendezvous port; 0 = any free port (single node)");
+  lc->add_option("--master-port", launch.master_port, "rendezvous port (multi-node; default 29500). A single-node job meets through a private file and listens on no port");
   lc->add_option("--threads", launch.threads_per_process, "CPU threads per process (0 = cores / processes)");
   lc->add_option("--mixed-precision", mixed_precision, "no | bf16 | fp16: overrides the recipe")
       ->check(CLI::IsMember({"no", "bf16", "fp16"}));

@@ -7,12 +7,11 @@
 #include "engine/core/errors.h"
 
 namespace engine {
-namespace {
 
 // PyTorch's state_dict order: the root's own tensors, then every submodule in pre-order, each
 // with its parameters before its buffers. named_modules(include_self=true) needs the root to be
 // owned by a shared_ptr (models come from factories as unique_ptr), so the root is done by hand.
-NamedTensors own_tensors(const torch::nn::Module& module) {
+NamedTensors state_tensors(const torch::nn::Module& module) {
   NamedTensors out;
   auto add = [&](const std::string& prefix, const torch::nn::Module& m) {
     for (const auto& p : m.named_parameters(/*recurse=*/false))
@@ -31,11 +30,9 @@ std::string shape_text(torch::IntArrayRef s) {
   return out + "]";
 }
 
-}  // namespace
-
 NamedTensors model_tensors(const torch::nn::Module& module) {
   NamedTensors out;
-  for (auto& [key, t] : own_tensors(module)) {
+  for (auto& [key, t] : state_tensors(module)) {
     torch::Tensor c = t.detach();
     if (c.is_floating_point()) c = c.to(torch::kFloat);
     // clone(): a copy even when t is already CPU fp32 contiguous, so later training steps never
@@ -47,7 +44,7 @@ NamedTensors model_tensors(const torch::nn::Module& module) {
 
 void load_weights(torch::nn::Module& module, const NamedTensors& tensors, const std::string& source,
                   const WeightHint& hint) {
-  NamedTensors targets = own_tensors(module);
+  NamedTensors targets = state_tensors(module);
   std::map<std::string, const torch::Tensor*> file;
   for (const auto& [k, t] : tensors) file[k] = &t;
   std::map<std::string, const torch::Tensor*> model;

@@ -13,9 +13,16 @@
 
 namespace engine {
 
+/// The module's own parameters and buffers by key, in state_dict order: the live tensors (no copy,
+/// same dtype, device and memory format), undefined ones (a Conv2d without bias) skipped.
+NamedTensors state_tensors(const torch::nn::Module& module);
+
 /// Parameters and buffers by key, as contiguous CPU copies; floating tensors are converted to
 /// fp32 (what the engine saves as model.safetensors), others keep their dtype (I64 counters).
 NamedTensors model_tensors(const torch::nn::Module& module);
+
+/// "[64, 3, 7, 7]": a shape as the messages about weights write it.
+std::string shape_text(torch::IntArrayRef shape);
 
 /// Explains a problem with one key in the user's terms ("in_chans = 3 in the file ..."), or "".
 /// `in_file` / `in_model` is null when the key is absent on that side.

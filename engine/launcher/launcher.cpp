@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <thread>
 #include <utility>
@@ -45,9 +46,11 @@ LaunchOptions validated(LaunchOptions o) {
     throw UserError(fmt::format("launch: node_rank {} must be in 0..{} (nnodes = {})", o.node_rank,
                                 o.nnodes - 1, o.nnodes));
   }
-  if (o.master_port < 0 || o.master_port > 65535) {
+  if (o.master_port < -1 || o.master_port > 65535) {
     throw UserError(fmt::format("launch: master_port {} is not a TCP port (0..65535)", o.master_port));
   }
+  // Unset: a fixed default would make two local jobs collide; nodes need one agreed port.
+  if (o.master_port == -1) o.master_port = o.nnodes == 1 ? 0 : 29500;
   if (o.master_port == 0 && o.nnodes > 1) {
     throw UserError(
         "launch: master_port 0 (pick a free port) works on one node only; with "
@@ -62,10 +65,37 @@ LaunchOptions validated(LaunchOptions o) {
   return o;
 }
 
-Env worker_env(const LaunchOptions& o, int local_rank) {
+// A single-node job's rendezvous: a c10d FileStore in a directory only this user can read, so
+// that nothing listens on a network port for it (a TCPStore server binds every interface).
+// Removed with the job; the workers delete the store file itself when the last one closes it.
+class PrivateRendezvous {
+ public:
+  explicit PrivateRendezvous(const LaunchOptions& o) {
+    if (o.nnodes != 1 || o.nproc_per_node * o.nnodes < 2) return;
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/engine-launch-XXXXXX";
+    if (!mkdtemp(pattern.data()))  // mode 0700
+      throw RunError(fmt::format("launch: cannot create a rendezvous directory {}: {} (set TMPDIR to a writable directory)",
+                                 pattern, std::strerror(errno)));
+    dir_ = pattern;
+  }
+  ~PrivateRendezvous() {
+    std::error_code ignored;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ignored);
+  }
+  PrivateRendezvous(const PrivateRendezvous&) = delete;
+  PrivateRendezvous& operator=(const PrivateRendezvous&) = delete;
+  /// "" for multi-node (and single-process) jobs: they rendezvous over TCP at MASTER_ADDR.
+  std::string file() const { return dir_.empty() ? "" : dir_ + "/store"; }
+
+ private:
+  std::string dir_;
+};
+
+Env worker_env(const LaunchOptions& o, int local_rank, const std::string& rendezvous_file) {
   const int world = o.nproc_per_node * o.nnodes;
   const std::string threads = std::to_string(o.threads_per_process);
-  return {{"RANK", std::to_string(o.node_rank * o.nproc_per_node + local_rank)},
+  Env env{{"RANK", std::to_string(o.node_rank * o.nproc_per_node + local_rank)},
           {"WORLD_SIZE", std::to_string(world)},
           {"LOCAL_RANK", std::to_string(local_rank)},
           {"LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node)},
@@ -74,6 +104,9 @@ Env worker_env(const LaunchOptions& o, int local_rank) {
           {"MASTER_PORT", std::to_string(o.master_port)},
           {"OMP_NUM_THREADS", threads},
           {"ENGINE_THREADS", threads}};
+  // Always set (empty = TCPStore), so a value inherited from an outer launcher cannot leak in.
+  env.emplace_back("ENGINE_RENDEZVOUS_FILE", rendezvous_file);
+  return env;
 }
 
 // The launcher's environment with `env` replacing same-named entries: built in the parent, so
@@ -137,12 +170,13 @@ bool cuda_initialized() {
 int launch_processes(const LaunchOptions& options, const std::vector<std::string>& child_argv) {
   if (child_argv.empty()) throw UserError("launch: no program to run (empty argv)");
   const LaunchOptions o = validated(options);
+  PrivateRendezvous rendezvous(o);
   std::vector<std::string> argv_strings = child_argv;
   std::vector<char*> argv = c_strings(argv_strings);
   launcher_detail::ReapableChildren reapable;
   std::vector<Worker> workers;
   for (int local = 0; local < o.nproc_per_node; ++local) {
-    std::vector<std::string> env_strings = merged_env(worker_env(o, local));
+    std::vector<std::string> env_strings = merged_env(worker_env(o, local, rendezvous.file()));
     std::vector<char*> envp = c_strings(env_strings);
     pid_t pid = launcher_detail::spawn([&] {
       execve(argv[0], argv.data(), envp.data());
@@ -183,11 +217,12 @@ int launch(const std::function<void()>& fn, int num_processes, const LaunchOptio
   LaunchOptions requested = options;
   requested.nproc_per_node = num_processes;
   const LaunchOptions o = validated(requested);
+  PrivateRendezvous rendezvous(o);
   launcher_detail::ReapableChildren reapable;
   std::vector<Worker> workers;
   for (int local = 0; local < o.nproc_per_node; ++local) {
     const int rank = o.node_rank * o.nproc_per_node + local;
-    const Env env = worker_env(o, local);
+    const Env env = worker_env(o, local, rendezvous.file());
     int fds[2];
     if (pipe(fds) != 0) abandon(workers, fmt::format("launch: pipe failed: {}", std::strerror(errno)));
     pid_t pid = launcher_detail::spawn([&] {

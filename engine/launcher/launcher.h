@@ -6,6 +6,14 @@
 // MASTER_PORT, OMP_NUM_THREADS and ENGINE_THREADS (the CPU threads it should use), which
 // detect_world() (engine/accelerator/world.h) reads back.
 //
+// What a job exposes: a single-node job (nnodes == 1) listens on no public address. Its ranks
+// meet through a c10d FileStore in a private temporary directory (ENGINE_RENDEZVOUS_FILE, mode
+// 0700, removed when the job ends) instead of a TCPStore, whose server would bind every
+// interface; with the default master_addr (127.0.0.1) Gloo's transport binds loopback. Two local
+// jobs therefore never collide. A multi-node job's rank 0 hosts the TCPStore on master_port
+// (every interface: c10d cannot bind one) and Gloo binds the address this host's name resolves
+// to, or GLOO_SOCKET_IFNAME's interface.
+//
 // Fail-fast: the first worker that exits non-zero or dies from a signal is reported, the others
 // get SIGTERM, then SIGKILL after a 3 s grace; the launcher returns within seconds, never hangs.
 #include <functional>
@@ -19,7 +27,8 @@ struct LaunchOptions {
   int nnodes = 1;                         // machines in the job
   int node_rank = 0;                      // this machine, 0..nnodes-1; ranks node_rank*nproc + i
   std::string master_addr = "127.0.0.1";  // where rank 0 hosts the TCPStore rendezvous
-  int master_port = 29500;                // 0 = pick a free port (only when nnodes == 1)
+  int master_port = -1;                   // -1 = default: a free port on one node, 29500 across
+                                          // nodes; 0 = pick a free port (only when nnodes == 1)
   int threads_per_process = 0;            // 0 = this machine's usable cores / nproc_per_node
 };
 
@@ -30,7 +39,7 @@ struct LaunchOptions {
 /// SIGKILL") on stderr and returns 1 once every worker is gone; returns 128+sig when the launcher
 /// was interrupted by SIGINT/SIGTERM, 0 when every worker succeeded.
 /// Throws engine::UserError for invalid options (bad counts, node_rank >= nnodes, port 0 with
-/// several nodes, empty argv).
+/// several nodes, empty argv); RunError when the private rendezvous directory cannot be made.
 int launch_processes(const LaunchOptions& options, const std::vector<std::string>& child_argv);
 
 /// Accelerate's notebook_launcher for C++ callers: runs `fn` on `num_processes` forked workers

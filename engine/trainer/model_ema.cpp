@@ -8,26 +8,10 @@
 #include <stdexcept>
 
 #include "engine/core/errors.h"
+#include "engine/io/weights.h"
 
 namespace engine {
 namespace {
-
-// The module's parameters and buffers in PyTorch's state_dict order (each module's parameters,
-// then its buffers; modules in pre-order), the order and names timm's state_dict uses. Undefined
-// tensors (a Conv2d without bias) are skipped. named_modules(include_self=true) would need the
-// root to be owned by a shared_ptr, so the root is visited by hand.
-NamedTensors named_state(const torch::nn::Module& module) {
-  NamedTensors out;
-  auto add = [&](const std::string& prefix, const torch::nn::Module& m) {
-    for (const auto& p : m.named_parameters(/*recurse=*/false))
-      if (p.value().defined()) out.emplace_back(prefix + p.key(), p.value());
-    for (const auto& b : m.named_buffers(/*recurse=*/false))
-      if (b.value().defined()) out.emplace_back(prefix + b.key(), b.value());
-  };
-  add("", module);
-  for (const auto& m : module.named_modules("", /*include_self=*/false)) add(m.key() + ".", *m.value());
-  return out;
-}
 
 std::string describe(const torch::Tensor& t) {
   std::ostringstream s;
@@ -45,7 +29,7 @@ ModelEma::ModelEma(const torch::nn::Module& model, const ModelEmaOptions& option
     throw std::invalid_argument("ModelEma: decay must be in [0, 1], got " + std::to_string(options_.decay) +
                                 " (timm's default is 0.9998)");
   torch::NoGradGuard no_grad;
-  for (auto& [key, t] : named_state(model)) {
+  for (auto& [key, t] : state_tensors(model)) {
     // clone() keeps the memory format (channels-last stays channels-last) and the device, so the
     // EMA's values can be copied into the model and back without layout conversions.
     torch::Tensor c = t.detach().clone();
@@ -61,7 +45,7 @@ double ModelEma::decay_at(int64_t step) const {
 }
 
 std::vector<torch::Tensor> ModelEma::matching(const torch::nn::Module& model, const char* caller) const {
-  NamedTensors m = named_state(model);
+  NamedTensors m = state_tensors(model);
   std::vector<std::string> problems;
   if (m.size() != ema_.size())
     problems.push_back("the model has " + std::to_string(m.size()) + " parameters and buffers, the EMA " +

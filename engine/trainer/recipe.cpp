@@ -94,15 +94,46 @@ void read_predict(Options root, Recipe& r, const Registries& reg) {
   if (!r.predict.labels.empty()) o.existing_file("labels", "", "");
 }
 
-std::vector<std::string> known_results(const Recipe& r) {
+// The values of every epoch's log, which callbacks can monitor.
+std::vector<std::string> epoch_results(const Recipe& r) {
   std::vector<std::string> k{"train/loss", "valid/loss"};
   for (const auto& m : r.train.metrics) k.push_back("valid/" + m);
   if (r.train.ema.enabled) {
     k.push_back("valid_ema/loss");
     for (const auto& m : r.train.metrics) k.push_back("valid_ema/" + m);
   }
+  return k;
+}
+
+// Every value the run reports: the epoch values, then what is measured once after training.
+std::vector<std::string> known_results(const Recipe& r) {
+  std::vector<std::string> k = epoch_results(r);
   if (!r.predict.labels.empty()) k.push_back("test/accuracy");
   return k;
+}
+
+// A callback monitoring a value the run never produces would read nothing every epoch
+// (early_stopping would stop after `patience` epochs, checkpoint_best would fail after the
+// first): report it now, at the callback's `monitor` key, with the nearest produced value.
+// Runs after every section is read, since the produced values depend on [train] and [predict].
+void check_monitors(std::vector<Options>& tables, const std::vector<CallbackRegistry::Factory>& callbacks,
+                    const Recipe& r) {
+  const auto known = epoch_results(r);
+  for (size_t i = 0; i < tables.size() && i < callbacks.size(); ++i) {
+    if (!callbacks[i]) continue;  // unknown callback name: already reported
+    const std::string key = callbacks[i]()->monitored();
+    if (key.empty() || std::find(known.begin(), known.end(), key) != known.end()) continue;
+    Options& t = tables[i];
+    const std::string name = t.text("name", "", "");
+    const std::string near = nearest(key, known);
+    std::string hint = near.empty() ? "" : "did you mean \"" + near + "\"? ";
+    hint += "this run's values per epoch: " + join(known);
+    if (key == "test/accuracy") hint = "test/accuracy is measured once after training, not per epoch; " + hint;
+    const bool given = t.has("monitor");
+    if (!given) hint = "set monitor = \"...\"; " + hint;
+    t.error("monitor", name + ": monitors \"" + key + "\"" + (given ? "" : " (its default)") + ", which this run does not produce",
+            hint);
+  }
 }
 
 void read_expect(Options root, Recipe& r) {
@@ -162,7 +193,8 @@ Recipe load_recipe(const std::string& file, const std::vector<std::string>& over
     r.scheduler = reg.schedulers.parse(sched);
   }
   std::vector<std::string> listed;
-  for (Options& t : root.tables("callbacks", "callbacks (see `engine list callbacks`); progress_bar and metrics_logger are always on")) {
+  std::vector<Options> callback_tables = root.tables("callbacks", "callbacks (see `engine list callbacks`); progress_bar and metrics_logger are always on");
+  for (Options& t : callback_tables) {
     listed.push_back(t.text("name", "", ""));
     r.callbacks.push_back(reg.callbacks.parse(t));
   }
@@ -175,6 +207,7 @@ Recipe load_recipe(const std::string& file, const std::vector<std::string>& over
   }
   read_predict(root, r, reg);
   read_expect(root, r);
+  check_monitors(callback_tables, r.callbacks, r);
   doc.finish();
   doc.diagnostics().throw_if_any();
   r.resolved_toml = doc.resolved_toml();

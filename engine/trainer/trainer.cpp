@@ -73,6 +73,13 @@ void Trainer::train_epoch(const Phase& phase, int64_t phase_first_step, int64_t 
     const torch::Tensor scaled = k == 1 ? loss : loss / static_cast<double>(k);
     const int64_t n = images.size(0);
     const double batch_loss = loss.item<double>();  // one device sync per micro-batch
+    // A non-finite loss in fp32/bf16 means the run diverged: every later step would train on
+    // garbage, so stop here and say where. fp16's scaler skips such steps and lowers its scale.
+    if (!std::isfinite(batch_loss) && !acc_.scaler().enabled())
+      throw RunError(fmt::format("training loss is {} at step {} (epoch {}, batch {} of {}), lr {:.6g}: the run diverged. "
+                                 "Lower optimizer.lr, set train.grad_clip_norm, or check the data of this batch",
+                                 batch_loss, state_.step + 1, epoch + 1, b / k + 1, parts_.steps_per_epoch,
+                                 get_lr(*parts_.optimizer, head_group)));
     loss_sum += batch_loss * n;
     count += n;
     state_.images_seen += n * world;

@@ -1,23 +1,21 @@
 // ConvNeXt numerics: timm init, bf16 autocast, channels-last equivalence, weights save/load and
 // strict pretrained loading.
-#include <ATen/autocast_mode.h>
 #include <doctest/doctest.h>
 #include <torch/torch.h>
-#include <torch/version.h>
 
 #include "components/models/convnext.h"
 #include "engine/core/errors.h"
 #include "engine/io/weights.h"
-#include "tests/components/models/convnext_fixtures.h"
+#include "tests/components/models/autocast_cpu.h"
+#include "tests/components/models/model_fixtures.h"
 #include "tests/support/paths.h"
 
 using namespace engine;
+using test::AutocastCpu;
+using test::max_diff;
+using test::opts;
 
 namespace {
-
-ConvNeXtOptions opts(int64_t in_chans, int64_t num_classes, bool channels_last = true) {
-  return test::convnext_opts(in_chans, num_classes, channels_last);
-}
 
 std::unique_ptr<ConvNeXt> seeded(uint64_t seed, const ConvNeXtOptions& o,
                                  const std::string& name = "convnext_atto") {
@@ -25,45 +23,6 @@ std::unique_ptr<ConvNeXt> seeded(uint64_t seed, const ConvNeXtOptions& o,
   auto m = make_convnext(name, o);
   m->eval();
   return m;
-}
-
-// CPU autocast on for the guard's lifetime (LibTorch has no RAII guard; API differs by version).
-class AutocastCpu {
- public:
-  explicit AutocastCpu(at::ScalarType dtype) {
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-    was_enabled_ = at::autocast::is_autocast_enabled(at::kCPU);
-    was_dtype_ = at::autocast::get_autocast_dtype(at::kCPU);
-    at::autocast::set_autocast_enabled(at::kCPU, true);
-    at::autocast::set_autocast_dtype(at::kCPU, dtype);
-#else
-    was_enabled_ = at::autocast::is_cpu_enabled();
-    was_dtype_ = at::autocast::get_autocast_cpu_dtype();
-    at::autocast::set_cpu_enabled(true);
-    at::autocast::set_autocast_cpu_dtype(dtype);
-#endif
-    at::autocast::increment_nesting();
-  }
-  ~AutocastCpu() {
-    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-    at::autocast::set_autocast_enabled(at::kCPU, was_enabled_);
-    at::autocast::set_autocast_dtype(at::kCPU, was_dtype_);
-#else
-    at::autocast::set_cpu_enabled(was_enabled_);
-    at::autocast::set_autocast_cpu_dtype(was_dtype_);
-#endif
-  }
-  AutocastCpu(const AutocastCpu&) = delete;
-  AutocastCpu& operator=(const AutocastCpu&) = delete;
-
- private:
-  bool was_enabled_;
-  at::ScalarType was_dtype_;
-};
-
-double max_diff(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a.to(torch::kFloat) - b.to(torch::kFloat)).abs().max().item<double>();
 }
 
 }  // namespace
@@ -202,11 +161,14 @@ TEST_CASE("pretrained: in_chans and num_classes adapted as timm, a truly wrong s
   save_safetensors(file, edited);
   std::string e = error_for(opts(1, 10));
   CHECK(e.find(file) == 0);
-  CHECK(e.find("stages.1.blocks.0.conv_dw.weight: shape [40, 1, 7, 7] in the file, [80, 1, 7, 7] in the model") !=
-        std::string::npos);
+  CHECK(
+      e.find(
+          "stages.1.blocks.0.conv_dw.weight: shape [40, 1, 7, 7] in the file, [80, 1, 7, 7] in the model") !=
+      std::string::npos);
 
   save_safetensors(file, imagenet);
   e = error_for(opts(3, 1000), "convnext_femto");  // another architecture: one summary line
   CHECK(e.find("looks like a checkpoint of another architecture than convnext_femto") != std::string::npos);
-  CHECK(e.find("of another shape, e.g. stem.0.bias [40] in the file, [48] in the model") != std::string::npos);
+  CHECK(e.find("of another shape, e.g. stem.0.bias [40] in the file, [48] in the model") !=
+        std::string::npos);
 }

@@ -9,33 +9,13 @@
 
 #include "components/models/all.h"
 #include "engine/core/errors.h"
-#include "tests/components/models/convnext_fixtures.h"
+#include "tests/components/models/model_fixtures.h"
 #include "tests/support/paths.h"
 
 using namespace engine;
-
-namespace {
-
-ConvNeXtOptions opts(int64_t in_chans, int64_t num_classes, bool channels_last = true) {
-  return test::convnext_opts(in_chans, num_classes, channels_last);
-}
-
-int64_t count_params(const torch::nn::Module& m) {
-  int64_t n = 0;
-  for (const auto& p : m.parameters()) n += p.numel();
-  return n;
-}
-
-std::string user_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-}  // namespace
+using test::count_params;
+using test::opts;
+using test::user_error;
 
 // Keys: 20 + 9 * sum(depths). timm.md lists 140 for nano, but its own formula with nano's depths
 // (2, 2, 8, 2), which the parameter counts confirm, gives 146.
@@ -172,24 +152,17 @@ TEST_CASE("every variant is registered and builds from a recipe table") {
 
   auto dir = test::temp_dir("convnext_recipe");
   std::string file = dir + "/r.toml";
-  std::ofstream(file)
-      << "[model]\nname = \"convnext_atto\"\nin_chans = 1\nnum_classes = 10\nchannels_last = false\n";
-  RecipeDocument doc(file, {});
-  Options root = doc.root();
-  Options model = root.table("model", "");
-  auto factory = registry.parse(model);
-  doc.finish();
-  CHECK(doc.diagnostics().ok());
-  REQUIRE(factory);
-  auto m = factory();
+  auto good = test::parse_model_table(
+      registry, file,
+      "[model]\nname = \"convnext_atto\"\nin_chans = 1\nnum_classes = 10\nchannels_last = false\n");
+  CHECK(good.errors.empty());
+  REQUIRE(good.factory);
+  auto m = good.factory();
   CHECK(m->num_classes() == 10);
   CHECK(count_params(*m) == 3376450);
 
-  std::ofstream(file)
-      << "[model]\nname = \"convnext_atto\"\npretrained = \"missing.safetensors\"\ndrop_path_rate = 1\n";
-  RecipeDocument bad(file, {});
-  Options bad_root = bad.root();
-  Options bad_model = bad_root.table("model", "");
-  registry.parse(bad_model);
-  CHECK(bad.diagnostics().lines().size() == 2);  // both problems at once, before building anything
+  auto bad = test::parse_model_table(
+      registry, file,
+      "[model]\nname = \"convnext_atto\"\npretrained = \"missing.safetensors\"\ndrop_path_rate = 1\n");
+  CHECK(bad.errors.size() == 2);  // both problems at once, before building anything
 }

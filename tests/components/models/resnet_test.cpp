@@ -14,43 +14,17 @@
 #include "engine/io/weights.h"
 #include "tests/components/models/autocast_cpu.h"
 #include "tests/components/models/mnist_batch.h"
+#include "tests/components/models/model_fixtures.h"
 #include "tests/support/paths.h"
 
 using namespace engine;
+using test::count_params;
+using test::max_diff;
+using test::opts;
+using test::seeded_resnet;
+using test::user_error;
 
 namespace {
-
-ResNetOptions opts(int64_t in_chans, int64_t num_classes, bool channels_last = true) {
-  ResNetOptions o;
-  o.in_chans = in_chans;
-  o.num_classes = num_classes;
-  o.channels_last = channels_last;
-  return o;
-}
-
-std::unique_ptr<ResNet> seeded(uint64_t seed, const ResNetOptions& o, const std::string& name = "resnet18") {
-  torch::manual_seed(seed);
-  return make_resnet(name, o);
-}
-
-int64_t count_params(const torch::nn::Module& m) {
-  int64_t n = 0;
-  for (const auto& p : m.parameters()) n += p.numel();
-  return n;
-}
-
-std::string user_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-double max_diff(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a.to(torch::kFloat) - b.to(torch::kFloat)).abs().max().item<double>();
-}
 
 using KeyShapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 
@@ -150,7 +124,7 @@ TEST_CASE("resnet50 uses timm's Bottleneck: 1x1, 3x3 with the stride, 1x1 to 4x,
 }
 
 TEST_CASE("resnet init follows timm: kaiming_normal fan_out convs, BN 1/0, zero_init_last, default fc") {
-  auto m = seeded(0, opts(3, 1000));
+  auto m = seeded_resnet(0, opts(3, 1000));
   torch::NoGradGuard g;
   for (const auto& kv : model_tensors(*m)) {
     const std::string& k = kv.first;
@@ -176,7 +150,7 @@ TEST_CASE("resnet init follows timm: kaiming_normal fan_out convs, BN 1/0, zero_
       CHECK(torch::all(v == 0).item<bool>());
     }
   }
-  auto b = seeded(0, opts(3, 1000)), c = seeded(1, opts(3, 1000));
+  auto b = seeded_resnet(0, opts(3, 1000)), c = seeded_resnet(1, opts(3, 1000));
   auto pa = m->parameters(), pb = b->parameters(), pc = c->parameters();
   for (size_t i = 0; i < pa.size(); ++i) CHECK(torch::equal(pa[i], pb[i]));
   CHECK(!torch::equal(pa[0], pc[0]));
@@ -185,19 +159,19 @@ TEST_CASE("resnet init follows timm: kaiming_normal fan_out convs, BN 1/0, zero_
 
 TEST_CASE("resnet forward gives logits, or pooled features when num_classes = 0") {
   auto digits = test::mnist_batch(3, 64);
-  auto m = seeded(0, opts(1, 10));
+  auto m = seeded_resnet(0, opts(1, 10));
   m->eval();
   torch::NoGradGuard g;
   CHECK(m->forward(digits.images).sizes().vec() == std::vector<int64_t>{3, 10});
   CHECK(m->forward(test::mnist_batch(2, 32).images).sizes().vec() == std::vector<int64_t>{2, 10});
   CHECK(m->forward(digits.images.slice(2, 0, 47)).sizes().vec() == std::vector<int64_t>{3, 10});
 
-  auto f = seeded(0, opts(1, 0));
+  auto f = seeded_resnet(0, opts(1, 0));
   f->eval();
   CHECK(f->num_classes() == 0);
   CHECK(f->named_parameters().find("fc.weight") == nullptr);
   CHECK(f->forward(digits.images).sizes().vec() == std::vector<int64_t>{3, 512});
-  auto f50 = seeded(0, opts(1, 0), "resnet50");
+  auto f50 = seeded_resnet(0, opts(1, 0), "resnet50");
   f50->eval();
   CHECK(f50->num_features() == 2048);
   CHECK(f50->forward(digits.images).sizes().vec() == std::vector<int64_t>{3, 2048});
@@ -206,7 +180,8 @@ TEST_CASE("resnet forward gives logits, or pooled features when num_classes = 0"
 TEST_CASE("resnet inputs that do not fit give a UserError that says how to fix it") {
   auto m = make_resnet("resnet18", opts(1, 10));
   CHECK(m->min_input_size() == 16);
-  CHECK(m->forward(test::mnist_batch(2).images).sizes().vec() == std::vector<int64_t>{2, 10});  // MNIST's 28x28
+  CHECK(m->forward(test::mnist_batch(2).images).sizes().vec() ==
+        std::vector<int64_t>{2, 10});  // MNIST's 28x28
   CHECK(user_error([&] { m->forward(test::mnist_batch(2).images.slice(2, 0, 12)); }) ==
         "resnet18 needs inputs of at least 16x16, got 12x28: resize, e.g. [[data.train_transforms]] "
         "name = \"resize\" size = [16, 28]");
@@ -217,8 +192,8 @@ TEST_CASE("resnet inputs that do not fit give a UserError that says how to fix i
 
 TEST_CASE("resnet channels_last on and off: same outputs, gradients and running statistics") {
   auto digits = test::mnist_batch(8, 64);
-  auto cl = seeded(2, opts(1, 10, true));
-  auto nchw = seeded(2, opts(1, 10, false));
+  auto cl = seeded_resnet(2, opts(1, 10, true));
+  auto nchw = seeded_resnet(2, opts(1, 10, false));
   CHECK(cl->named_parameters()["layer1.0.conv1.weight"].is_contiguous(torch::MemoryFormat::ChannelsLast));
   CHECK(nchw->named_parameters()["layer1.0.conv1.weight"].is_contiguous());
   // Training mode: batch statistics, running-statistics updates and the backward pass all compared.
@@ -238,8 +213,8 @@ TEST_CASE("resnet channels_last on and off: same outputs, gradients and running 
 
 TEST_CASE("resnet trains under bf16 CPU autocast: bf16 logits, fp32 BN statistics, finite gradients") {
   auto digits = test::mnist_batch(16, 64);
-  auto ref = seeded(3, opts(1, 10));
-  auto low = seeded(3, opts(1, 10));
+  auto ref = seeded_resnet(3, opts(1, 10));
+  auto low = seeded_resnet(3, opts(1, 10));
   torch::Tensor loss_ref = torch::nn::functional::cross_entropy(ref->forward(digits.images), digits.labels);
   torch::Tensor logits, loss;
   {
@@ -293,7 +268,7 @@ TEST_CASE("resnet drop_path and dropout act only in training") {
   auto digits = test::mnist_batch(8, 32);
   ResNetOptions o = opts(1, 10);
   o.drop_path_rate = 0.5;
-  auto m = seeded(4, o);
+  auto m = seeded_resnet(4, o);
   {
     // zero_init_last makes every residual branch 0 at init, which no drop can change: undo it.
     torch::NoGradGuard g;
@@ -313,7 +288,7 @@ TEST_CASE("resnet drop_path and dropout act only in training") {
 
   o.drop_path_rate = 0.0;
   o.drop_rate = 0.5;
-  auto d = seeded(4, o);
+  auto d = seeded_resnet(4, o);
   d->train();
   CHECK(!torch::equal(d->forward(digits.images), d->forward(digits.images)));
   d->eval();
@@ -354,27 +329,20 @@ TEST_CASE("resnet18/34/50 are registered and build from a recipe table") {
 
   auto dir = test::temp_dir("resnet_recipe");
   std::string file = dir + "/r.toml";
-  std::ofstream(file) << "[model]\nname = \"resnet18\"\nin_chans = 1\nnum_classes = 10\n";
-  RecipeDocument doc(file, {});
-  Options root = doc.root();
-  Options model = root.table("model", "");
-  auto factory = registry.parse(model);
-  doc.finish();
-  CHECK(doc.diagnostics().ok());
-  REQUIRE(factory);
-  auto m = factory();
+  auto good = test::parse_model_table(registry, file,
+                                      "[model]\nname = \"resnet18\"\nin_chans = 1\nnum_classes = 10\n");
+  CHECK(good.errors.empty());
+  REQUIRE(good.factory);
+  auto m = good.factory();
   CHECK(m->name() == "resnet18");
   CHECK(m->num_classes() == 10);
   CHECK(m->in_chans() == 1);
   CHECK(count_params(*m) == 11175370);
 
-  std::ofstream(file)
-      << "[model]\nname = \"resnet34\"\npretrained = \"missing.safetensors\"\ndrop_path_rate = 1\n";
-  RecipeDocument bad(file, {});
-  Options bad_root = bad.root();
-  Options bad_model = bad_root.table("model", "");
-  registry.parse(bad_model);
-  CHECK(bad.diagnostics().lines().size() == 2);  // both problems at once, before building anything
+  auto bad = test::parse_model_table(
+      registry, file,
+      "[model]\nname = \"resnet34\"\npretrained = \"missing.safetensors\"\ndrop_path_rate = 1\n");
+  CHECK(bad.errors.size() == 2);  // both problems at once, before building anything
   CHECK(user_error([] { make_resnet("resnet19", opts(3, 1000)); }) ==
         "unknown ResNet \"resnet19\" (known: resnet18, resnet34, resnet50)");
 }

@@ -171,3 +171,25 @@ TEST_CASE("train.ema: EMA weights are evaluated every epoch (valid_ema/*) and sa
   // The best checkpoint by valid_ema/accuracy holds EMA weights: the last epoch's EMA when it was best.
   CHECK(best.size() == ema.size());
 }
+
+TEST_CASE("BatchNorm statistics are rank 0's on every rank: a 2-process run evaluates like its saved weights") {
+  // Each rank's BatchNorm sees only its own batches, so without a broadcast rank 1 would evaluate
+  // its half of the validation set with other running statistics than the saved model's.
+  const std::string dir = temp_dir("bn_ddp");
+  const std::string recipe =
+      write_recipe(dir, "resnet18", "[optimizer]\nname = \"adamw\"\nlr = 1e-3\n[train]\nepochs = 1\nmax_steps = 4\n");
+  auto two = run_engine("launch -n 2 " + recipe);
+  REQUIRE_MESSAGE(two.exit_code == 0, two.output);
+  std::filesystem::rename(dir + "/run", dir + "/two");
+  auto one = run_engine("run " + recipe + " --set train.epochs=0 --set model.pretrained=" + dir + "/two/model.safetensors");
+  REQUIRE_MESSAGE(one.exit_code == 0, one.output);
+  auto summary = [](const std::string& path) {
+    std::ifstream in(path);
+    return nlohmann::json::parse(in);
+  };
+  auto s2 = summary(dir + "/two/summary.json"), s1 = summary(dir + "/run/summary.json");
+  MESSAGE("valid/loss: 2 processes " << s2["valid/loss"].get<double>() << ", 1 process from the saved weights "
+                                     << s1["valid/loss"].get<double>());
+  CHECK(s2["valid/loss"].get<double>() == doctest::Approx(s1["valid/loss"].get<double>()).epsilon(1e-6));
+  CHECK(s2["valid/accuracy"].get<double>() == s1["valid/accuracy"].get<double>());
+}
