@@ -93,6 +93,7 @@ FileNamesOptions FileNamesOptions::read(Options& o) {
 
 FileNames::FileNames(FileNamesOptions opts) : opts_(std::move(opts)) {
   const std::string who = "file_names " + opts_.path;
+  std::vector<std::string> classes;
   require_directory(opts_.path, "file_names");
   if (opts_.labeled && opts_.label_regex.empty() == opts_.label_rule.empty())
     throw UserError(who + ": labeled = true needs exactly one of label.regex and label.rule (" + kLabelHint +
@@ -147,17 +148,15 @@ FileNames::FileNames(FileNamesOptions opts) : opts_(std::move(opts)) {
         labels.push_back(std::isupper(static_cast<unsigned char>(name[0])) ? "True" : "False");
       }
     }
-    classes_ = assign_labels(opts_.images.classes, labels, files, who);
+    classes = assign_labels(opts_.images.classes, labels, files, who);
   } else {
-    classes_ = opts_.images.classes;  // names the model's outputs; every label stays -1
+    classes = opts_.images.classes;  // names the model's outputs; every label stays -1
   }
-  images_ = std::make_unique<ImageFiles>(opts_.path, std::move(files), opts_.images, who);
+  set_files(std::move(classes), opts_.path, std::move(files), opts_.images, who);
 }
 
 std::string FileNames::describe() const {
-  std::string s = "file_names " + opts_.path + ": " + images_->count_text() + ", ";
-  s += opts_.labeled ? std::to_string(classes_.size()) + " classes" : std::string("unlabeled");
-  return s + ", " + (images_->channels() == 1 ? "gray" : "rgb");
+  return "file_names " + opts_.path + ": " + summary(opts_.labeled);
 }
 
 void register_file_names(DatasetRegistry& registry) {

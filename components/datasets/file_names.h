@@ -36,28 +36,16 @@ struct FileNamesOptions {
   static FileNamesOptions read(Options& o);
 };
 
-class FileNames : public Dataset {
+class FileNames : public ImageFilesDataset {
  public:
   /// Lists, selects, labels, reads and decodes every image; throws UserError naming the problem.
   explicit FileNames(FileNamesOptions opts);
 
-  size_t size() const override { return images_->size(); }
-  Sample get(size_t index) const override { return images_->get(index); }
   bool labeled() const override { return opts_.labeled; }
-  int64_t num_classes() const override { return static_cast<int64_t>(classes_.size()); }
-  std::vector<std::string> class_names() const override { return classes_; }
-  int64_t channels() const override { return images_->channels(); }
-  std::string sample_name(size_t index) const override { return images_->name(index); }
   std::string describe() const override;
-
-  /// The label of sample i without decoding its image (-1 when unlabeled).
-  int64_t label(size_t index) const { return images_->label(index); }
-  const ImageFiles& files() const { return *images_; }
 
  private:
   FileNamesOptions opts_;
-  std::vector<std::string> classes_;
-  std::unique_ptr<ImageFiles> images_;
 };
 
 void register_file_names(DatasetRegistry& registry);

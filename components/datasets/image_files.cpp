@@ -378,4 +378,15 @@ std::string ImageFiles::count_text() const {
   return s;
 }
 
+void ImageFilesDataset::set_files(std::vector<std::string> classes, std::string root, std::vector<ImageFiles::File> files,
+                                  const ImageFilesOptions& opts, std::string who) {
+  classes_ = std::move(classes);
+  images_ = std::make_unique<ImageFiles>(std::move(root), std::move(files), opts, std::move(who));
+}
+
+std::string ImageFilesDataset::summary(bool labeled) const {
+  return images_->count_text() + ", " + (labeled ? std::to_string(classes_.size()) + " classes" : std::string("unlabeled")) +
+         ", " + (images_->channels() == 1 ? "gray" : "rgb");
+}
+
 }  // namespace engine

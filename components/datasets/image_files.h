@@ -14,6 +14,7 @@
 // - get(i) decodes again: decoded images are never all kept in memory. The encoded bytes are kept
 //   when the whole set is small (<= 256 MB on disk), so an epoch reads no file at all.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -88,6 +89,33 @@ class ImageFiles {
   std::vector<std::string> bytes_;  // encoded file contents, empty when not held
   int64_t channels_ = 0;
   size_t skipped_ = 0;
+};
+
+/// The Dataset side shared by every image-file dataset (file_names, image_folder, the images that
+/// `engine predict` is given): a subclass lists and labels its files, then calls set_files().
+class ImageFilesDataset : public Dataset {
+ public:
+  size_t size() const override { return images_->size(); }
+  Sample get(size_t index) const override { return images_->get(index); }
+  int64_t num_classes() const override { return static_cast<int64_t>(classes_.size()); }
+  std::vector<std::string> class_names() const override { return classes_; }
+  int64_t channels() const override { return images_->channels(); }
+  std::string sample_name(size_t index) const override { return images_->name(index); }
+
+  /// The label of sample i without decoding its image (-1 when unlabeled).
+  int64_t label(size_t index) const { return images_->label(index); }
+  const ImageFiles& files() const { return *images_; }
+
+ protected:
+  /// Reads and decodes the files (ImageFiles' constructor) and keeps the class names.
+  void set_files(std::vector<std::string> classes, std::string root, std::vector<ImageFiles::File> files,
+                 const ImageFilesOptions& opts, std::string who);
+  /// "<count text>, 10 classes, gray" (or "unlabeled" for the classes part when !labeled).
+  std::string summary(bool labeled) const;
+
+ private:
+  std::vector<std::string> classes_;
+  std::unique_ptr<ImageFiles> images_;
 };
 
 /// Maps found label names to indices: the sorted unique names (fastai's CategoryBlock vocab,

@@ -66,13 +66,12 @@ ImageFolder::ImageFolder(ImageFolderOptions opts) : opts_(std::move(opts)) {
       labels.push_back(c);
     }
   }
-  classes_ = assign_labels(fixed, labels, files, who);
-  images_ = std::make_unique<ImageFiles>(opts_.path, std::move(files), opts_.images, who);
+  std::vector<std::string> classes = assign_labels(fixed, labels, files, who);
+  set_files(std::move(classes), opts_.path, std::move(files), opts_.images, who);
 }
 
 std::string ImageFolder::describe() const {
-  return "image_folder " + opts_.path + ": " + images_->count_text() + ", " +
-         std::to_string(classes_.size()) + " classes, " + (images_->channels() == 1 ? "gray" : "rgb");
+  return "image_folder " + opts_.path + ": " + summary(true);
 }
 
 void register_image_folder(DatasetRegistry& registry) {

@@ -24,28 +24,16 @@ struct ImageFolderOptions {
   static ImageFolderOptions read(Options& o);
 };
 
-class ImageFolder : public Dataset {
+class ImageFolder : public ImageFilesDataset {
  public:
   /// Lists, labels, reads and decodes every image; throws UserError naming the folder or file.
   explicit ImageFolder(ImageFolderOptions opts);
 
-  size_t size() const override { return images_->size(); }
-  Sample get(size_t index) const override { return images_->get(index); }
   bool labeled() const override { return true; }
-  int64_t num_classes() const override { return static_cast<int64_t>(classes_.size()); }
-  std::vector<std::string> class_names() const override { return classes_; }
-  int64_t channels() const override { return images_->channels(); }
-  std::string sample_name(size_t index) const override { return images_->name(index); }
   std::string describe() const override;
-
-  /// The label of sample i without decoding its image.
-  int64_t label(size_t index) const { return images_->label(index); }
-  const ImageFiles& files() const { return *images_; }
 
  private:
   ImageFolderOptions opts_;
-  std::vector<std::string> classes_;
-  std::unique_ptr<ImageFiles> images_;
 };
 
 void register_image_folder(DatasetRegistry& registry);

@@ -43,25 +43,17 @@ class MatDataset : public Dataset {
 };
 
 // Image files named on a command line, decoded and checked like a dataset's.
-class FileListDataset : public Dataset {
+class FileListDataset : public ImageFilesDataset {
  public:
   FileListDataset(const std::vector<std::string>& paths, const std::string& mode) {
     std::vector<ImageFiles::File> files;
     for (const auto& p : paths) files.push_back({p, -1});
     ImageFilesOptions o;
     o.mode = mode;
-    files_ = std::make_unique<ImageFiles>(".", std::move(files), o, "predict");
+    set_files({}, ".", std::move(files), o, "predict");
   }
-  size_t size() const override { return files_->size(); }
-  Sample get(size_t i) const override { return files_->get(i); }
   bool labeled() const override { return false; }
-  int64_t num_classes() const override { return 0; }
-  int64_t channels() const override { return files_->channels(); }
-  std::string sample_name(size_t i) const override { return files_->name(i); }
-  std::string describe() const override { return files_->count_text(); }
-
- private:
-  std::unique_ptr<ImageFiles> files_;
+  std::string describe() const override { return summary(false); }
 };
 }  // namespace
 
