@@ -138,7 +138,7 @@ TEST_CASE("digit_csv: bad rows are UserErrors naming the file and the 1-based li
   }
 }
 
-TEST_CASE("digit_csv: an 8x8 file without header works; image_shape gives non-square images") {
+TEST_CASE("digit_csv: an 8x8 file without header works, image_shape gives non-square images") {
   std::string text;
   for (int i = 0; i < 20; ++i) text += row(64, i * 10, i % 10);
   std::string path = write_file("digit_csv_8x8", "digits8.csv", text);

@@ -133,7 +133,7 @@ TEST_CASE("file_names regex errors: matches nothing, misses some names, no captu
   CHECK(err.find("does not compile") != std::string::npos);
 }
 
-TEST_CASE("file_names rule first_upper (fastai Pets): True/False classes; unlabeled images; recursion") {
+TEST_CASE("file_names rule first_upper (fastai Pets): True/False classes, unlabeled images, recursion") {
   auto d = test::write_digit_pngs("fn_pets", 6, false);
   std::string dir = test::temp_dir("fn_pets_named");
   const std::vector<std::string> names = {"Abyssinian_1.png", "Bengal_2.png",     "beagle_3.png",

@@ -88,7 +88,7 @@ TEST_CASE("image_folder get() is thread-safe and gives the same images whether b
   CHECK(same_pixels(held.get(3).image, a[3]));
 }
 
-TEST_CASE("image_folder modes: gray digits as rgb; colour files come back in RGB order, or as gray") {
+TEST_CASE("image_folder modes: gray digits as rgb, colour files come back in RGB order, or as gray") {
   auto d = test::write_digit_pngs("imgf_modes", 40, true);
   ImageFolder rgb(folder(d.dir, "rgb"));
   CHECK(rgb.channels() == 3);

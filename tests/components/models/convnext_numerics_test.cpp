@@ -57,7 +57,7 @@ TEST_CASE("init follows timm: trunc_normal(.02) weights, zero biases, LN ones/ze
   CHECK(beyond == doctest::Approx(0.0455).epsilon(0.05));
 }
 
-TEST_CASE("same seed gives the same model; another seed a different one") {
+TEST_CASE("same seed gives the same model, another seed a different one") {
   auto a = seeded(7, opts(1, 10)), b = seeded(7, opts(1, 10)), c = seeded(8, opts(1, 10));
   auto pa = a->parameters(), pb = b->parameters(), pc = c->parameters();
   REQUIRE(pa.size() == pb.size());

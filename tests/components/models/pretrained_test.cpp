@@ -89,7 +89,7 @@ TEST_CASE("a 3-channel 1000-class checkpoint loads into a 1-channel 10-class res
   CHECK(m->forward(test::mnist_batch(4, 64).images).sizes().vec() == std::vector<int64_t>{4, 10});
 }
 
-TEST_CASE("other input channel counts: timm's repeat-and-scale rule; a bf16 file is summed in fp32") {
+TEST_CASE("other input channel counts: timm's repeat-and-scale rule, a bf16 file is summed in fp32") {
   auto dir = test::temp_dir("pretrained_chans");
   const std::string file = dir + "/rgb.safetensors";
   NamedTensors saved = pretrained_resnet18(3, 1000);

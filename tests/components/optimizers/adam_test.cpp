@@ -69,7 +69,7 @@ TEST_CASE("adamw decays decoupled (p *= 1 - lr wd), adam adds wd p to the gradie
   CHECK(AdamOptions{}.weight_decay == 0.0);
 }
 
-TEST_CASE("no-decay groups are untouched by weight decay; lr_scale scales the group's lr") {
+TEST_CASE("no-decay groups are untouched by weight decay, lr_scale scales the group's lr") {
   AdamWOptions w;
   w.lr = 0.1;
   w.weight_decay = 0.5;

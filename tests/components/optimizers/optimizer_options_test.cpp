@@ -39,7 +39,7 @@ bool has_line(const Diagnostics& d, const std::string& needle) {
 
 }  // namespace
 
-TEST_CASE("decay_groups: >= 2-D weights decay; biases, norms, gamma and 1-D params do not") {
+TEST_CASE("decay_groups: >= 2-D weights decay, biases, norms, gamma and 1-D params do not") {
   auto w4 = torch::zeros({2, 1, 3, 3}), w2 = torch::zeros({4, 2}), v = torch::zeros({4});
   auto groups = decay_groups({{"stem.0.weight", w4},
                               {"stem.0.bias", v},

@@ -75,7 +75,7 @@ TEST_CASE("sgd: the first step by hand: p - lr * (2cp + wd p), nesterov adds mom
   CHECK(p.item<double>() == doctest::Approx(0.601).epsilon(1e-6));
 }
 
-TEST_CASE("sgd: set_lr and set_momentum change the next step; plain SGD keeps momentum 0") {
+TEST_CASE("sgd: set_lr and set_momentum change the next step, plain SGD keeps momentum 0") {
   SgdOptions o;
   o.lr = 0.1;
   o.momentum = 0.9;

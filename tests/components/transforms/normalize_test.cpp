@@ -37,7 +37,7 @@ TEST_CASE("normalize uses one mean/std per channel (ImageNet defaults on RGB)") 
   CHECK(v[2] == doctest::Approx((128.0 / 255 - 0.406) / 0.225).epsilon(1e-6));
 }
 
-TEST_CASE("normalize with max_pixel_value = 1 takes float images in 0..1; one value serves every channel") {
+TEST_CASE("normalize with max_pixel_value = 1 takes float images in 0..1, one value serves every channel") {
   NormalizeOptions o;
   o.mean = {0.5};
   o.std = {0.25};
@@ -64,7 +64,7 @@ TEST_CASE("normalize rejects a mean/std whose length does not fit the channel co
   }
 }
 
-TEST_CASE("normalize never writes into the input's buffer; p=0 leaves the image untouched") {
+TEST_CASE("normalize never writes into the input's buffer, p=0 leaves the image untouched") {
   cv::Mat stored(2, 2, CV_8UC1, cv::Scalar(200));
   cv::Mat img = stored;
   Rng rng(0);

@@ -104,7 +104,7 @@ TEST_CASE("float32 images above max_value are an error, never silently crushed i
   CHECK(hi > 1);
 }
 
-TEST_CASE("p=0 never changes the image; the same seed gives the same output") {
+TEST_CASE("p=0 never changes the image, the same seed gives the same output") {
   cv::Mat base = all_bytes();
   for (int s = 0; s < 100; ++s) {
     Rng rng(s);

@@ -67,7 +67,7 @@ TEST_CASE("each interpolation name is exactly cv::resize with the matching INTER
   }
 }
 
-TEST_CASE("resize p=0 never fires; the input buffer is never written") {
+TEST_CASE("resize p=0 never fires, the input buffer is never written") {
   cv::Mat img = random_image(8, 8, CV_8UC1, 5);
   Rng rng(0);
   Resize(opts(16, 16, "linear", 0.0)).apply(img, rng);

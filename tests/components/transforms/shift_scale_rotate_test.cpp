@@ -47,7 +47,7 @@ TEST_CASE("shift_scale_rotate matrix: a pure shift moves pixels and fills the bo
     }
 }
 
-TEST_CASE("shift_scale_rotate draws angle, scale, dx, dy in order; shifts are fractions of W and H") {
+TEST_CASE("shift_scale_rotate draws angle, scale, dx, dy in order, shifts are fractions of W and H") {
   for (uint64_t seed : {1u, 2u, 3u}) {
     Rng expect(seed);
     const double angle = expect.uniform(-30, 30);
@@ -64,7 +64,7 @@ TEST_CASE("shift_scale_rotate draws angle, scale, dx, dy in order; shifts are fr
   }
 }
 
-TEST_CASE("shift_scale_rotate: zero limits are the identity; p=0 never fires; same seed, same output") {
+TEST_CASE("shift_scale_rotate: zero limits are the identity, p=0 never fires, same seed, same output") {
   const cv::Mat base = ramp(8, 8);
   for (int s = 0; s < 50; ++s) {
     Rng a(s), b(s);

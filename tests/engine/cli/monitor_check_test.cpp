@@ -77,7 +77,7 @@ TEST_CASE("a default monitor the run does not produce points at the callback's t
   CHECK(has(res, "valid/error_rate"));  // listed among the run's values
 }
 
-TEST_CASE("valid_ema/* is a monitor only when train.ema is on; test/accuracy never is") {
+TEST_CASE("valid_ema/* is a monitor only when train.ema is on, test/accuracy never is") {
   auto r = edited_recipe("ema", "monitor = \"valid/accuracy\"", "monitor = \"valid_ema/accuracy\"");
   auto off = check(r);
   CHECK(off.exit_code == 2);

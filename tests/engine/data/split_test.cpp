@@ -25,7 +25,7 @@ TEST_CASE("a fraction split is disjoint, complete, seeded, and keeps valid in fi
   CHECK(make_split(1000, o).train != s.train);
 }
 
-TEST_CASE("shuffle = false keeps the seed's first-80%-train layout; ranges and limits apply") {
+TEST_CASE("shuffle = false keeps the seed's first-80%-train layout, ranges and limits apply") {
   SplitOptions o;
   o.shuffle = false;
   Split s = make_split(10, o);

@@ -80,7 +80,7 @@ TEST_CASE("fine_tune plans fastai's two phases: slice(base_lr), then base_lr / 2
   CHECK(plain[0].stage_lr.empty());
 }
 
-TEST_CASE("a frozen body does not move by a single bit; norm layers and the head train (1 and 2 processes)") {
+TEST_CASE("a frozen body does not move by a single bit, norm layers and the head train (1 and 2 processes)") {
   const std::string dir = temp_dir("fine_tune_frozen");
   // The "pretrained" weights: the seeded initial weights of the same model (epochs = 0 writes them).
   std::string init_recipe = write_recipe(dir, "resnet18", "[optimizer]\nname = \"adamw\"\n[train]\nepochs = 0\n");
