@@ -286,8 +286,8 @@ ImageFiles::ImageFiles(std::string root, std::vector<File> files, const ImageFil
     const auto& f = files_[bad[0]].name;
     std::string more =
         bad.size() > 1 ? " (and " + with_thousands(bad.size() - 1) + " more unreadable files)" : "";
-    throw UserError(who_ + ": " + (fs::path(root_) / f).string() + ": " + why[bad[0]] + more +
-                    "; delete or replace it, or set on_bad_sample = \"skip\" to leave unreadable files out");
+    throw UserError(who_ + ": " + (fs::path(root_) / f).string() + ": " + why[bad[0]] + more + "; " +
+                    opts.unreadable_hint);
   }
   skipped_ = bad.size();
 

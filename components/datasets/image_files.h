@@ -26,6 +26,8 @@ namespace engine {
 struct ImageFilesOptions {
   std::string mode = "auto";            // gray | rgb | auto
   std::string on_bad_sample = "error";  // error | skip: what an unreadable image file does
+  /// The fix an unreadable file's error suggests (not a recipe key: `engine predict` says its own).
+  std::string unreadable_hint = "delete or replace it, or set on_bad_sample = \"skip\" to leave unreadable files out";
   std::vector<std::string> classes;     // fixes the class vocabulary and order; empty = sorted found names
   /// Encoded files totalling more bytes than this are re-read from disk in get() instead of held
   /// in memory. Not a recipe key: 256 MB holds MNIST-size sets, while Oxford Pets (~750 MB of

@@ -50,6 +50,7 @@ class FileListDataset : public ImageFilesDataset {
     for (const auto& p : paths) files.push_back({p, -1});
     ImageFilesOptions o;
     o.mode = mode;
+    o.unreadable_hint = "give the path of a readable image file (" + image_extensions_text() + ")";
     set_files({}, ".", std::move(files), o, "predict");
   }
   bool labeled() const override { return false; }
