@@ -29,10 +29,9 @@ class CheckpointBest : public Callback {
       ctx.state.best_value = v;
       ctx.state.best_epoch = log.epoch;
       // A monitor on the EMA weights keeps the EMA weights.
-      const bool ema = ctx.ema && opts_.monitor.key.rfind("valid_ema/", 0) == 0;
-      if (ema) ctx.ema->swap_into(ctx.model);
-      ctx.checkpointer.save_best(ctx.model, ctx.state, {{"monitor", opts_.monitor.key}});
-      if (ema) ctx.ema->swap_into(ctx.model);
+      auto save = [&] { ctx.checkpointer.save_best(ctx.model, ctx.state, {{"monitor", opts_.monitor.key}}); };
+      if (ctx.ema && opts_.monitor.key.rfind("valid_ema/", 0) == 0) ctx.ema->with_weights(ctx.model, save);
+      else save();
     }
     if (opts_.save_last) ctx.checkpointer.save_last(ctx.model, ctx.optimizer, ctx.state, ctx.scaler);
   }

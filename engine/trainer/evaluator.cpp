@@ -3,10 +3,17 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <numeric>
 
 #include "engine/data/sampler.h"
 
 namespace engine {
+
+std::vector<size_t> leading_indices(size_t size, size_t limit) {
+  std::vector<size_t> out(limit > 0 ? std::min(limit, size) : size);
+  std::iota(out.begin(), out.end(), size_t{0});
+  return out;
+}
 
 torch::Tensor infer_logits(Model& model, const torch::Tensor& images, const Accelerator& acc) {
   model.eval();

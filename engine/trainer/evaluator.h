@@ -30,6 +30,10 @@ struct EvalResult {
   torch::Tensor losses;         // [N] float32 per-sample cross-entropy (labeled only; worst cases)
 };
 
+/// 0, 1, ..., n-1 for a dataset of `size` samples, n = min(size, limit) (limit 0 = all): what
+/// prediction runs over.
+std::vector<size_t> leading_indices(size_t size, size_t limit);
+
 /// The single forward path of evaluation and prediction: eval mode, no grad, the accelerator's
 /// device and precision, logits returned as fp32 on the CPU.
 torch::Tensor infer_logits(Model& model, const torch::Tensor& images, const Accelerator& acc);

@@ -26,7 +26,7 @@ struct FitContext {
   int64_t steps_per_epoch = 0;
   int64_t world_size = 1;
   int64_t batch_size = 0;   // per process
-  ModelEma* ema = nullptr;  // when train.ema is on: the averaged weights (swap_into to use them)
+  ModelEma* ema = nullptr;  // when train.ema is on: the averaged weights (with_weights to use them)
 };
 
 }  // namespace engine

@@ -121,9 +121,7 @@ std::unique_ptr<Learner> load_learner(const std::string& path, const LearnerOpti
 EvalResult Learner::predict(std::shared_ptr<const Dataset> data, size_t limit) {
   check_channels(*data, *model_, "the images");
   Loader loader(data, transforms_, LoaderOptions{batch_size_, 0, 1, true, 0});
-  std::vector<size_t> all(limit > 0 ? std::min(limit, data->size()) : data->size());
-  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-  return evaluator_->run(*model_, loader, all, "predict", false);
+  return evaluator_->run(*model_, loader, leading_indices(data->size(), limit), "predict", false);
 }
 
 EvalResult Learner::predict_files(const std::vector<std::string>& paths) {

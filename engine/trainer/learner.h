@@ -5,10 +5,10 @@
 // The export file is one safetensors file (timm-keyed weights, loadable by timm as it is) whose
 // metadata holds everything else needed to predict with no recipe and no training data:
 //   engine.export    format version ("1")
-//   spec             TOML: the [model] table (without `pretrained`), [[data.eval_transforms]]
-//                    and [accelerator] mixed_precision of the run
+//   spec             TOML: the [model] table (without `pretrained`; its in_chans says how image
+//                    files are decoded: 1 gray, 3 RGB), [[data.eval_transforms]] and
+//                    [accelerator] mixed_precision of the run
 //   classes          JSON array of class names, index = model output
-//   input            JSON {"in_chans": C, "mode": "gray"|"rgb"}
 //   recipe           the run's resolved recipe (provenance only; never read back)
 // No optimizer state. Prediction goes through the same Evaluator as the run's own evaluation, so
 // export -> predict reproduces the run's probabilities.

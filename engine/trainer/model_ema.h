@@ -58,6 +58,18 @@ class ModelEma {
   /// Exchanges the EMA values and the model's values in place (the model's tensors keep their
   /// identity, dtype, device and memory format). Calling it twice restores both exactly.
   void swap_into(torch::nn::Module& model);
+  /// Runs fn() with the EMA values in `model` (evaluate, save), then swaps back, also when fn
+  /// throws: the training weights are never left swapped out.
+  template <class F>
+  decltype(auto) with_weights(torch::nn::Module& model, F&& fn) {
+    swap_into(model);
+    struct SwapBack {
+      ModelEma& ema;
+      torch::nn::Module& model;
+      ~SwapBack() { ema.swap_into(model); }
+    } back{*this, model};
+    return fn();
+  }
 
   /// The EMA tensors by key, in state_dict order, as contiguous CPU copies in their own dtype
   /// (exact: resume continues bit for bit). Keys are the module's dotted names.

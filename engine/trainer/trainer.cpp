@@ -35,6 +35,10 @@ void Trainer::print(const std::string& text) const {
   if (acc_.is_main()) std::cout << text << std::flush;
 }
 
+double Trainer::head_lr() const {
+  return get_lr(*parts_.optimizer, parts_.optimizer->param_groups().size() - 1);  // groups run stem .. head
+}
+
 void Trainer::apply_schedule(const Phase& phase, int64_t step_in_phase, int64_t phase_steps) {
   auto& opt = *parts_.optimizer;
   for (size_t g = 0; g < base_lrs_.size(); ++g) set_lr(opt, g, phase.scheduler->lr(step_in_phase, phase_steps, base_lrs_[g]));
@@ -53,7 +57,6 @@ void Trainer::train_epoch(const Phase& phase, int64_t phase_first_step, int64_t 
   model.train();
   const auto t0 = Clock::now();
   auto ce = torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(recipe_.train.label_smoothing);
-  const size_t head_group = parts_.optimizer->param_groups().size() - 1;
   Batch batch;
   // Micro-batch b belongs to optimizer step b / k; gradients are summed locally over the k
   // micro-batches (loss / k each) and all-reduced once, on the last one.
@@ -79,7 +82,7 @@ void Trainer::train_epoch(const Phase& phase, int64_t phase_first_step, int64_t 
       throw RunError(fmt::format("training loss is {} at step {} (epoch {}, batch {} of {}), lr {:.6g}: the run diverged. "
                                  "Lower optimizer.lr, set train.grad_clip_norm, or check the data of this batch",
                                  batch_loss, state_.step + 1, epoch + 1, b / k + 1, parts_.steps_per_epoch,
-                                 get_lr(*parts_.optimizer, head_group)));
+                                 head_lr()));
     loss_sum += batch_loss * n;
     count += n;
     state_.images_seen += n * world;
@@ -95,7 +98,7 @@ void Trainer::train_epoch(const Phase& phase, int64_t phase_first_step, int64_t 
     } else {
       ++state_.skipped_steps;  // non-finite fp16 gradients: no update, the schedule does not advance
     }
-    StepLog log{epoch, b / k, parts_.steps_per_epoch, batch_loss, get_lr(*parts_.optimizer, head_group), n * k * world,
+    StepLog log{epoch, b / k, parts_.steps_per_epoch, batch_loss, head_lr(), n * k * world,
                 seconds_since(t0)};
     each_callback([&](Callback& cb) { cb.on_step_end(ctx, log); });
     if (recipe_.train.max_steps > 0 && state_.step >= recipe_.train.max_steps) {
@@ -110,10 +113,10 @@ Values Trainer::evaluate_epoch() {
   acc_.broadcast_buffers(model);  // BatchNorm statistics: rank 0's everywhere, as DDP's broadcast_buffers
   Values values = evaluator_->run(model, *parts_.valid_loader, parts_.split.valid, "valid", true).values;
   if (ema_) {
-    ema_->swap_into(model);
-    acc_.broadcast_buffers(model);
-    auto ev = evaluator_->run(model, *parts_.valid_loader, parts_.split.valid, "valid_ema", true).values;
-    ema_->swap_into(model);
+    auto ev = ema_->with_weights(model, [&] {
+      acc_.broadcast_buffers(model);
+      return evaluator_->run(model, *parts_.valid_loader, parts_.split.valid, "valid_ema", true).values;
+    });
     values.insert(values.end(), ev.begin(), ev.end());
   }
   return values;
@@ -126,7 +129,6 @@ void Trainer::fit() {
   FitContext ctx{recipe_.run.name, run_dir_, *parts_.model, *parts_.optimizer, acc_.scaler(), state_, checkpointer_,
                  epochs, parts_.steps_per_epoch, world, recipe_.data.batch_size, ema_.get()};
   each_callback([&](Callback& cb) { cb.on_fit_begin(ctx); });
-  const size_t head_group = parts_.optimizer->param_groups().size() - 1;
   int64_t phase_first_epoch = 0;
   for (const auto& phase : parts_.phases) {
     if (state_.stop) break;
@@ -155,7 +157,7 @@ void Trainer::fit() {
       log.values.emplace_back("train/loss", sums[1] > 0 ? sums[0] / sums[1] : NAN);
       auto ev = evaluate_epoch();
       log.values.insert(log.values.end(), ev.begin(), ev.end());
-      log.values.emplace_back("lr", get_lr(*parts_.optimizer, head_group));
+      log.values.emplace_back("lr", head_lr());
       log.values.emplace_back("step", static_cast<double>(state_.step));
       log.values.emplace_back("seconds", seconds_since(t0));
       log.values.emplace_back("images_per_s", sums[1] / train_seconds);
@@ -175,9 +177,7 @@ Values Trainer::predict() {
   check_channels(*data, *parts_.model, "predict.dataset");
   const auto& d = recipe_.data;
   Loader loader(data, build_transforms(d.eval_transforms), LoaderOptions{eval_batch_size(d), d.workers, d.prefetch, true, 0});
-  std::vector<size_t> all(p.limit > 0 ? std::min<size_t>(p.limit, data->size()) : data->size());
-  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-  EvalResult r = evaluator_->run(*parts_.model, loader, all, "test", false);
+  EvalResult r = evaluator_->run(*parts_.model, loader, leading_indices(data->size(), p.limit), "test", false);
   Values out;
   if (!acc_.is_main()) return out;
   const std::string path = run_dir_ + "/" + p.output;
@@ -197,11 +197,10 @@ void Trainer::write_outputs(const EvalResult& final_eval, const Values& summary,
   write_eval_rows(run_dir_ + "/valid_predictions.csv", final_eval, *parts_.dataset, classes);
   Checkpointer::save_weights(run_dir_ + "/model.safetensors", *parts_.model,
                              {{"model", recipe_.model_name}, {"recipe", recipe_.file}});
-  if (ema_) {
-    ema_->swap_into(*parts_.model);
-    Checkpointer::save_weights(run_dir_ + "/model_ema.safetensors", *parts_.model, {{"model", recipe_.model_name}});
-    ema_->swap_into(*parts_.model);
-  }
+  if (ema_)
+    ema_->with_weights(*parts_.model, [&] {
+      Checkpointer::save_weights(run_dir_ + "/model_ema.safetensors", *parts_.model, {{"model", recipe_.model_name}});
+    });
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [k, v] : summary) j[k] = v;
   write_file_atomic(run_dir_ + "/summary.json", j.dump(2) + "\n");
@@ -220,10 +219,10 @@ Values Trainer::run() {
   }
   evaluator_ = std::make_unique<Evaluator>(acc_, build_metrics(recipe_));
   if (recipe_.train.ema.enabled) ema_ = std::make_unique<ModelEma>(*parts_.model, recipe_.train.ema.decay, recipe_.train.ema.warmup);
-  total_steps_ = 0;
-  for (const auto& ph : parts_.phases) total_steps_ += parts_.steps_per_epoch * ph.epochs;
-  if (recipe_.train.max_steps > 0) total_steps_ = std::min(total_steps_, recipe_.train.max_steps);
   {
+    int64_t total_steps = 0;
+    for (const auto& ph : parts_.phases) total_steps += parts_.steps_per_epoch * ph.epochs;
+    if (recipe_.train.max_steps > 0) total_steps = std::min(total_steps, recipe_.train.max_steps);
     const auto& d = recipe_.data;
     const int world = acc_.world().world_size;
     int64_t n_params = 0;
@@ -236,7 +235,7 @@ Values Trainer::run() {
       << "  batch: " << d.batch_size << " per process x " << world;
     if (recipe_.train.accumulate_steps > 1) s << " x " << recipe_.train.accumulate_steps << " accumulated";
     s << " = " << d.batch_size * world * recipe_.train.accumulate_steps << " global, " << parts_.steps_per_epoch
-      << " steps/epoch, " << total_steps_ << " steps\n"
+      << " steps/epoch, " << total_steps << " steps\n"
       << "  model: " << recipe_.model_name << ", " << n_params << " parameters\n";
     if (!parts_.model->pretrained_note().empty()) s << "  " << parts_.model->pretrained_note() << "\n";
     print(s.str());

@@ -38,6 +38,8 @@ class Trainer {
   void train_epoch(const Phase& phase, int64_t phase_first_step, int64_t phase_steps, int64_t epoch,
                    FitContext& ctx, double& loss_sum, double& count);
   void apply_schedule(const Phase& phase, int64_t step_in_phase, int64_t phase_steps);
+  /// The head's learning rate (the last optimizer group): what logs and the progress bar show.
+  double head_lr() const;
   /// valid/* of the model, and valid_ema/* of the EMA weights when train.ema is on.
   Values evaluate_epoch();
   Values predict();
@@ -60,7 +62,6 @@ class Trainer {
   std::unique_ptr<ModelEma> ema_;
   std::vector<torch::Tensor> trainable_;  // this phase's parameters with gradients
   std::vector<double> base_lrs_;          // this phase's peak lr per optimizer group
-  int64_t total_steps_ = 0;
 };
 
 }  // namespace engine
