@@ -12,6 +12,11 @@ size_t edit_distance(std::string_view a, std::string_view b);
 /// The candidate closest to `word`, or "" when none is close enough to be a plausible typo.
 std::string nearest(std::string_view word, const std::vector<std::string>& candidates);
 
+/// The hint of an unknown name: "did you mean \"x\"? " (when a candidate is close) followed by
+/// `listing` and the candidates: did_you_mean("acuracy", names) -> "did you mean \"accuracy\"? known: ...".
+std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates,
+                         std::string_view listing = "known: ");
+
 /// A number as a user reads it in a message: 0.001, 1e-08, 255 (ostream's default format).
 std::string format_number(double value);
 

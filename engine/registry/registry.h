@@ -68,10 +68,7 @@ class Registry {
     }
     const Entry* e = find(name);
     if (!e) {
-      std::string hint = "known: " + join(names());
-      std::string near = nearest(name, names());
-      if (!near.empty()) hint = "did you mean \"" + near + "\"? " + hint;
-      opts.error("name", "unknown " + kind_ + " \"" + name + "\"", hint);
+      opts.error("name", "unknown " + kind_ + " \"" + name + "\"", did_you_mean(name, names()));
       opts.ignore_unread();
       return {};
     }

@@ -68,9 +68,7 @@ void read_train(Options root, Recipe& r, const Registries& reg) {
   for (const auto& m : r.train.metrics) {
     const auto* e = reg.metrics.find(m);
     if (!e) {
-      std::string near = nearest(m, reg.metrics.names());
-      o.error("metrics", "unknown metric \"" + m + "\"",
-              (near.empty() ? "" : "did you mean \"" + near + "\"? ") + "known: " + join(reg.metrics.names()));
+      o.error("metrics", "unknown metric \"" + m + "\"", did_you_mean(m, reg.metrics.names()));
       continue;
     }
     Options defaults = Options::describe(nullptr);
@@ -125,9 +123,7 @@ void check_monitors(std::vector<Options>& tables, const std::vector<CallbackRegi
     if (key.empty() || std::find(known.begin(), known.end(), key) != known.end()) continue;
     Options& t = tables[i];
     const std::string name = t.text("name", "", "");
-    const std::string near = nearest(key, known);
-    std::string hint = near.empty() ? "" : "did you mean \"" + near + "\"? ";
-    hint += "this run's values per epoch: " + join(known);
+    std::string hint = did_you_mean(key, known, "this run's values per epoch: ");
     if (key == "test/accuracy") hint = "test/accuracy is measured once after training, not per epoch; " + hint;
     const bool given = t.has("monitor");
     if (!given) hint = "set monitor = \"...\"; " + hint;
@@ -150,9 +146,7 @@ void read_expect(Options root, Recipe& r) {
     bool ok = false;
     for (const auto& k : known) ok = ok || k == key;
     if (!ok) {
-      std::string near = nearest(key, known);
-      o.error(key, "this run reports no \"" + key + "\"",
-              (near.empty() ? "" : "did you mean \"" + near + "\"? ") + "known: " + join(known));
+      o.error(key, "this run reports no \"" + key + "\"", did_you_mean(key, known));
     }
     r.expect[key] = bound;
   }

@@ -10,9 +10,12 @@
 #include <sstream>
 
 #include "engine/core/errors.h"
+#include "tests/support/files.h"
 #include "tests/support/paths.h"
 
 using namespace engine;
+
+using engine::test::read_text;
 
 namespace {
 // The accuracy test's batch with a 4th class that never occurs:
@@ -26,12 +29,6 @@ namespace {
 torch::Tensor preds() { return torch::tensor({2, 0, 1, 1, 0, 2}, torch::kLong); }
 torch::Tensor targets() { return torch::tensor({2, 0, 0, 1, 2, 2}, torch::kLong); }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 }  // namespace
 
 TEST_CASE("confusion matrix counts, precision, recall and support on a known batch") {

@@ -26,6 +26,7 @@
 #include "engine/core/errors.h"
 #include "engine/io/safetensors.h"
 #include "engine/launcher/launcher.h"
+#include "tests/support/files.h"
 #include "tests/support/paths.h"
 #include "tests/support/run_command.h"
 
@@ -58,13 +59,6 @@ const char* kTiny =
 // removed when the test body ends. A failed REQUIRE skips the removal and leaves it to inspect.
 void remove_scratch(const std::string& dir) { fs::remove_all(dir); }
 
-std::string read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> out;
   std::istringstream in(text);
@@ -78,11 +72,11 @@ size_t count(const std::string& text, const std::string& what) {
   return n;
 }
 
-nlohmann::json summary(const std::string& run_dir) { return nlohmann::json::parse(read(run_dir + "/summary.json")); }
+nlohmann::json summary(const std::string& run_dir) { return nlohmann::json::parse(read_text(run_dir + "/summary.json")); }
 
 std::vector<nlohmann::json> epoch_lines(const std::string& run_dir) {
   std::vector<nlohmann::json> out;
-  for (const auto& l : lines_of(read(run_dir + "/metrics.jsonl"))) {
+  for (const auto& l : lines_of(read_text(run_dir + "/metrics.jsonl"))) {
     auto j = nlohmann::json::parse(l);
     if (j["type"] == "epoch") out.push_back(j);
   }
@@ -125,7 +119,7 @@ std::map<int, pid_t> children_by_rank(pid_t parent) {
   for (const auto& e : fs::directory_iterator("/proc")) {
     std::string name = e.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string stat = read(e.path() / "stat");
+    std::string stat = read_text(e.path() / "stat");
     auto close = stat.rfind(')');
     if (close == std::string::npos) continue;
     std::istringstream rest(stat.substr(close + 2));
@@ -133,7 +127,7 @@ std::map<int, pid_t> children_by_rank(pid_t parent) {
     pid_t ppid = 0;
     rest >> state >> ppid;
     if (ppid != parent) continue;
-    std::string env = std::string(1, '\0') + read(e.path() / "environ");
+    std::string env = std::string(1, '\0') + read_text(e.path() / "environ");
     auto at = env.find(std::string("\0RANK=", 6));
     if (at == std::string::npos) continue;
     out[std::atoi(env.c_str() + at + 6)] = static_cast<pid_t>(std::stoi(name));
@@ -143,7 +137,7 @@ std::map<int, pid_t> children_by_rank(pid_t parent) {
 
 // Alive and not a zombie.
 bool running(pid_t pid) {
-  std::string stat = read("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat = read_text("/proc/" + std::to_string(pid) + "/stat");
   if (stat.empty()) return false;
   auto close = stat.rfind(')');
   return close != std::string::npos && stat.size() > close + 2 && stat[close + 2] != 'Z';
@@ -160,7 +154,7 @@ std::string run_pair(const std::string& cmd0, const std::string& cmd1, const std
   };
   run_command(one(0, cmd0, cwd0) + one(1, cmd1, cwd1) + "wait");
   auto rc = [&](int r) {
-    std::string s = read(dir + "/rc" + std::to_string(r));
+    std::string s = read_text(dir + "/rc" + std::to_string(r));
     return s.empty() ? std::string("?") : s.substr(0, s.find('\n'));
   };
   return rc(0) + " " + rc(1);
@@ -181,7 +175,7 @@ TEST_CASE("DDP: every rank starts from the initial weights of rank 0, even when 
   // The other seed's model alone predicts differently: the comparison below can tell them apart.
   auto other = engine_on(1, eval + " --set run.seed=7 --set run.output_dir=" + dir + "/other");
   REQUIRE_MESSAGE(other.exit_code == 0, other.output);
-  REQUIRE(read(dir + "/other/submission.csv") != read(dir + "/one/submission.csv"));
+  REQUIRE(read_text(dir + "/other/submission.csv") != read_text(dir + "/one/submission.csv"));
 
   const std::string port = std::to_string(pick_free_port());
   auto node = [&](int r, const std::string& extra) {
@@ -191,13 +185,13 @@ TEST_CASE("DDP: every rank starts from the initial weights of rank 0, even when 
   };
   const std::string root = source_path("");
   std::string rcs = run_pair(node(0, ""), node(1, " --set run.seed=7"), dir, root, root);
-  const std::string log = read(dir + "/out0") + read(dir + "/err0") + read(dir + "/err1");
+  const std::string log = read_text(dir + "/out0") + read_text(dir + "/err0") + read_text(dir + "/err1");
   INFO(log);
   REQUIRE(rcs == "0 0");
-  CHECK(read(dir + "/out0").find("2 processes") != std::string::npos);
+  CHECK(read_text(dir + "/out0").find("2 processes") != std::string::npos);
 
   CHECK(max_abs_diff(tensors(dir + "/one/model.safetensors", ""), tensors(dir + "/two/model.safetensors", "")) == 0);
-  CHECK(read(dir + "/two/submission.csv") == read(dir + "/one/submission.csv"));
+  CHECK(read_text(dir + "/two/submission.csv") == read_text(dir + "/one/submission.csv"));
   auto s1 = summary(dir + "/one"), s2 = summary(dir + "/two");
   CHECK(s2["valid/accuracy"].get<double>() == s1["valid/accuracy"].get<double>());
   CHECK(s2["valid/loss"].get<double>() == doctest::Approx(s1["valid/loss"].get<double>()).epsilon(1e-6));
@@ -267,7 +261,7 @@ TEST_CASE("exact sharded evaluation: 1, 2 and 3 ranks give the same correct coun
     auto r = engine_on(n, eval + " --set run.output_dir=" + out);
     REQUIRE_MESSAGE(r.exit_code == 0, r.output);
     s[n] = summary(out);
-    sub[n] = read(out + "/submission.csv");
+    sub[n] = read_text(out + "/submission.csv");
   }
   const double acc = s[1]["valid/accuracy"].get<double>();
   const double correct = acc * 101;
@@ -306,13 +300,13 @@ TEST_CASE("fail fast: kill -9 of a worker mid-training ends `engine launch` with
       _exit(127);
     }
     auto t_start = Clock::now();
-    while (read(dir + "/run/metrics.jsonl").find("\"type\":\"step\"") == std::string::npos && seconds_since(t_start) < 120)
+    while (read_text(dir + "/run/metrics.jsonl").find("\"type\":\"step\"") == std::string::npos && seconds_since(t_start) < 120)
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     auto workers = children_by_rank(launcher);
     if (workers.size() != 2 || !running(workers[victim])) {
       kill(launcher, SIGTERM);
       waitpid(launcher, nullptr, 0);
-      FAIL("the job was not training with 2 workers after " << seconds_since(t_start) << " s:\n" << read(dir + "/out"));
+      FAIL("the job was not training with 2 workers after " << seconds_since(t_start) << " s:\n" << read_text(dir + "/out"));
     }
     REQUIRE(kill(workers[victim], SIGKILL) == 0);
     auto t0 = Clock::now();
@@ -325,7 +319,7 @@ TEST_CASE("fail fast: kill -9 of a worker mid-training ends `engine launch` with
       kill(launcher, SIGKILL);
       waitpid(launcher, &status, 0);
     }
-    std::string out = read(dir + "/out");
+    std::string out = read_text(dir + "/out");
     MESSAGE("kill -9 rank " << victim << ": launcher exited after " << took << " s");
     CHECK_MESSAGE(took < 10.0, out);
     REQUIRE(WIFEXITED(status));
@@ -362,11 +356,11 @@ TEST_CASE("fail fast: a rank that fails with an error (node 1's data is corrupt)
               stamp + dir + "/t0) & (cd " + root + " && " + kCleanEnv + node(1, " --set data.dataset.path=" + dir + "/train.csv") +
               " > " + dir + "/out1 2>&1; echo $? > " + dir + "/rc1" + stamp + dir + "/t1) & wait");
   MESSAGE("both nodes ended after " << seconds_since(t0) << " s");
-  std::string out0 = read(dir + "/out0"), out1 = read(dir + "/out1");
+  std::string out0 = read_text(dir + "/out0"), out1 = read_text(dir + "/out1");
   CAPTURE(out0);
   CAPTURE(out1);
-  CHECK(std::atoi(read(dir + "/rc0").c_str()) != 0);
-  CHECK(std::atoi(read(dir + "/rc1").c_str()) == 1);
+  CHECK(std::atoi(read_text(dir + "/rc0").c_str()) != 0);
+  CHECK(std::atoi(read_text(dir + "/rc1").c_str()) == 1);
   // Node 1 names its rank, and the worker's own message says what and where.
   CHECK(out1.find("rank 1 exited with code 2") != std::string::npos);
   CHECK(out1.find(dir + "/train.csv:52") != std::string::npos);
@@ -374,7 +368,7 @@ TEST_CASE("fail fast: a rank that fails with an error (node 1's data is corrupt)
   CHECK(out0.find("rank 0 exited with code 1") != std::string::npos);
   CHECK(out0.find("failed on rank 0 of 2") != std::string::npos);
   CHECK(out0.find("(the peer is rank 1)") != std::string::npos);
-  const double gap = std::abs(std::stod("0" + read(dir + "/t0")) - std::stod("0" + read(dir + "/t1")));
+  const double gap = std::abs(std::stod("0" + read_text(dir + "/t0")) - std::stod("0" + read_text(dir + "/t1")));
   MESSAGE("node 0 ended " << gap << " s apart from node 1");
   CHECK(gap < 10.0);
   remove_scratch(dir);
@@ -396,8 +390,8 @@ void check_quiet_pair(const std::string& tag, const std::string& env0, const std
   auto t0 = Clock::now();
   std::string rcs = run_pair(kCleanEnv + env0 + " " + cmd, kCleanEnv + env1 + " " + cmd, dir, dir + "/cwd0", dir + "/cwd1");
   MESSAGE(tag << ": " << seconds_since(t0) << " s");
-  std::string out0 = read(dir + "/out0"), out1 = read(dir + "/out1");
-  INFO("rank 0 stdout:\n" << out0 << "\nrank 0 stderr:\n" << read(dir + "/err0") << "\nrank 1 stderr:\n" << read(dir + "/err1"));
+  std::string out0 = read_text(dir + "/out0"), out1 = read_text(dir + "/out1");
+  INFO("rank 0 stdout:\n" << out0 << "\nrank 0 stderr:\n" << read_text(dir + "/err0") << "\nrank 1 stderr:\n" << read_text(dir + "/err1"));
   REQUIRE(rcs == "0 0");
   CHECK(out1.empty());  // rank 1's stdout: nothing at all
   // Rank 0 prints the job once: world size, batches, then the metrics table and the result.
@@ -410,7 +404,7 @@ void check_quiet_pair(const std::string& tag, const std::string& env0, const std
   for (const char* f : {"recipe.resolved.toml", "metrics.jsonl", "summary.json", "model.safetensors", "submission.csv",
                         "checkpoints/last.safetensors"})
     CHECK_MESSAGE(fs::exists(dir + "/cwd0/run/" + f), f);
-  CHECK(lines_of(read(dir + "/cwd0/run/submission.csv")).size() == 17);
+  CHECK(lines_of(read_text(dir + "/cwd0/run/submission.csv")).size() == 17);
   remove_scratch(dir);
 }
 
@@ -440,12 +434,12 @@ TEST_CASE("two `engine launch --nnodes 2` on loopback act as two nodes of one jo
   auto t0 = Clock::now();
   std::string rcs = run_pair(node(0), node(1), dir, root, root);
   MESSAGE("two nodes: " << seconds_since(t0) << " s");
-  const std::string all = read(dir + "/out0") + read(dir + "/out1") + read(dir + "/err0") + read(dir + "/err1");
+  const std::string all = read_text(dir + "/out0") + read_text(dir + "/out1") + read_text(dir + "/err0") + read_text(dir + "/err1");
   INFO(all);
   REQUIRE(rcs == "0 0");
   CHECK(count(all, "2 processes") == 1);  // the world size, printed once (by rank 0)
   CHECK(count(all, "x 2 = 32 global") == 1);
-  CHECK(read(dir + "/out1").empty());  // node 1 only runs rank 1: quiet
+  CHECK(read_text(dir + "/out1").empty());  // node 1 only runs rank 1: quiet
   CHECK(summary(dir + "/run")["steps"].get<double>() == 2);  // 64 samples / global batch 32
   remove_scratch(dir);
 }

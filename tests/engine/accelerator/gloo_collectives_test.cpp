@@ -15,7 +15,10 @@
 #include "engine/accelerator/collectives.h"
 #include "engine/core/errors.h"
 #include "engine/launcher/launcher.h"
+#include "tests/support/files.h"
 #include "tests/support/paths.h"
+
+using engine::test::read_text;
 
 namespace {
 
@@ -41,12 +44,6 @@ void on_two_ranks(const std::function<void(engine::Collectives&)>& body,
 }
 
 void write_file(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
-std::string read_file(const std::string& path) {
-  std::stringstream s;
-  s << std::ifstream(path).rdbuf();
-  return s.str();
-}
-
 }  // namespace
 
 TEST_CASE("gloo all_reduce_sum: exact sums of rank-dependent tensors, several dtypes") {
@@ -144,7 +141,7 @@ TEST_CASE("gloo: a shape mismatch is an error on every rank naming every shape, 
     write_file(dir + "/rank" + std::to_string(r), msg);
   }));
   for (int r = 0; r < 2; ++r) {
-    std::string msg = read_file(dir + "/rank" + std::to_string(r));
+    std::string msg = read_text(dir + "/rank" + std::to_string(r));
     INFO("rank ", r, ": ", msg);
     CHECK(msg.find("all_reduce_sum: shape mismatch across ranks: rank 0 [64, 10], rank 1 [32, 10] (tensor 1 "
                    "of 2)") != std::string::npos);
@@ -189,14 +186,14 @@ TEST_CASE("gloo: a SIGKILLed peer makes the survivor's collective throw at once"
   double launch_s = std::chrono::duration<double>(Clock::now() - t0).count();
   CHECK(error.find("rank 1 failed: killed by signal SIGKILL") != std::string::npos);
   CHECK(launch_s < 10.0);
-  std::istringstream survivor(read_file(dir + "/survivor"));
+  std::istringstream survivor(read_text(dir + "/survivor"));
   long long caught = 0;
   std::string what, again;
   survivor >> caught;
   survivor.ignore();
   std::getline(survivor, what);
   std::getline(survivor, again);
-  long long killed = std::stoll(read_file(dir + "/killed_at"));
+  long long killed = std::stoll(read_text(dir + "/killed_at"));
   double detect_ms = (caught - killed) / 1e6;
   MESSAGE("survivor's collective threw ", detect_ms, " ms after the kill: ", what);
   CHECK(detect_ms < 10000);
@@ -225,7 +222,7 @@ TEST_CASE("gloo: a peer that stops calling collectives makes the other's call th
                    std::to_string(std::chrono::duration<double>(Clock::now() - t0).count()) + "\n" + what);
       },
       1s));
-  std::istringstream in(read_file(dir + "/rank0"));
+  std::istringstream in(read_text(dir + "/rank0"));
   double s = 0;
   std::string what;
   in >> s;

@@ -17,7 +17,10 @@
 #include <thread>
 
 #include "engine/core/errors.h"
+#include "tests/support/files.h"
 #include "tests/support/paths.h"
+
+using engine::test::read_env;
 
 namespace {
 
@@ -32,16 +35,6 @@ int run_sh(const std::string& script, engine::LaunchOptions o = {}) {
   if (o.master_port == 29500) o.master_port = 0;
   if (o.nproc_per_node == 1) o.nproc_per_node = 2;
   return engine::launch_processes(o, {"/bin/sh", "-c", script});
-}
-
-std::map<std::string, std::string> read_env(const std::string& path) {
-  std::map<std::string, std::string> env;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) {
-    auto eq = line.find('=');
-    if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
-  }
-  return env;
 }
 
 }  // namespace

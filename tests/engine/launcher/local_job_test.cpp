@@ -19,27 +19,13 @@
 #include <vector>
 
 #include "engine/launcher/launcher.h"
+#include "tests/support/files.h"
 #include "tests/support/paths.h"
 #include "tests/support/run_command.h"
 
 using namespace engine::test;
 
 namespace {
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
-}
-
-std::map<std::string, std::string> read_env(const std::string& path) {
-  std::map<std::string, std::string> env;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) {
-    auto eq = line.find('=');
-    if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
-  }
-  return env;
-}
 
 // Every process whose parent is `root`, and theirs, from /proc/*/stat.
 std::set<int> descendants(int root) {

@@ -13,6 +13,7 @@
 
 #include "engine/io/safetensors.h"
 #include "engine/trainer/learner.h"
+#include "tests/support/files.h"
 #include "tests/support/paths.h"
 #include "tests/support/run_command.h"
 
@@ -20,13 +21,6 @@ using namespace engine;
 using namespace engine::test;
 
 namespace {
-
-std::string read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 CommandResult engine_cmd(const std::string& args) {
   return run_command("cd " + source_path("") + " && " + engine_binary() + " " + args);
@@ -71,7 +65,7 @@ TEST_CASE("export -> predict on PNG files gives the run's evaluation probabiliti
       << "[optimizer]\nname = \"adamw\"\nlr = 1e-3\n[train]\nepochs = 1\nmax_steps = 2\n";
   auto run = engine_cmd("run " + dir + "/r.toml");
   REQUIRE_MESSAGE(run.exit_code == 0, run.output);
-  CHECK(read(dir + "/run/classes.json") == "[\"5\",\"6\",\"7\",\"8\",\"9\"]\n");
+  CHECK(read_text(dir + "/run/classes.json") == "[\"5\",\"6\",\"7\",\"8\",\"9\"]\n");
 
   auto ex = engine_cmd("export " + dir + "/run -o " + dir + "/digits.learner");
   REQUIRE_MESSAGE(ex.exit_code == 0, ex.output);
@@ -129,7 +123,7 @@ TEST_CASE("export -> predict --csv writes the run's submission.csv byte for byte
   auto pred = engine_cmd("predict " + dir + "/run/model.export.safetensors --csv " + mnist_file("test.csv") + " -o " +
                          dir + "/submission.csv");
   REQUIRE_MESSAGE(pred.exit_code == 0, pred.output);
-  const std::string a = read(dir + "/run/submission.csv"), b = read(dir + "/submission.csv");
+  const std::string a = read_text(dir + "/run/submission.csv"), b = read_text(dir + "/submission.csv");
   CHECK(a.size() > 2000 * 3);
   CHECK(a == b);
 }

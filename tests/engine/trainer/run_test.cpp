@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "engine/io/safetensors.h"
+#include "tests/support/files.h"
 #include "tests/support/paths.h"
 #include "tests/support/run_command.h"
 
@@ -19,13 +20,6 @@ namespace {
 const char* kSmall =
     " --set data.split.max_train=384 --set data.split.max_valid=200 --set train.epochs=2"
     " --set predict.limit=300 --set data.batch_size=32";
-
-std::string read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 std::vector<std::string> lines(const std::string& path) {
   std::vector<std::string> out;
@@ -48,8 +42,8 @@ TEST_CASE("engine run writes a complete run directory, and the same seed reprodu
   REQUIRE_MESSAGE(res.exit_code == 0, res.output);
 
   // The resolved recipe has every default filled in and is itself a valid recipe.
-  CHECK(read(dir + "/recipe.resolved.toml").find("label_smoothing = 0.1") != std::string::npos);
-  CHECK(read(dir + "/recipe.resolved.toml").find("eval_batch_size = 0") != std::string::npos);
+  CHECK(read_text(dir + "/recipe.resolved.toml").find("label_smoothing = 0.1") != std::string::npos);
+  CHECK(read_text(dir + "/recipe.resolved.toml").find("eval_batch_size = 0") != std::string::npos);
 
   auto jsonl = lines(dir + "/metrics.jsonl");
   int epochs = 0;
@@ -78,7 +72,7 @@ TEST_CASE("engine run writes a complete run directory, and the same seed reprodu
   CHECK(sub[1].rfind("1,", 0) == 0);
   CHECK(sub[300].rfind("300,", 0) == 0);
 
-  auto summary = nlohmann::json::parse(read(dir + "/summary.json"));
+  auto summary = nlohmann::json::parse(read_text(dir + "/summary.json"));
   CHECK(summary["valid/accuracy"].get<double>() > 0.5);  // 2 short epochs already learn digits
   CHECK(summary.contains("test/accuracy"));
 
@@ -86,9 +80,9 @@ TEST_CASE("engine run writes a complete run directory, and the same seed reprodu
   std::string dir2 = temp_dir("run_b") + "/b";
   auto res2 = run_small(dir2);
   REQUIRE_MESSAGE(res2.exit_code == 0, res2.output);
-  auto s2 = nlohmann::json::parse(read(dir2 + "/summary.json"));
+  auto s2 = nlohmann::json::parse(read_text(dir2 + "/summary.json"));
   CHECK(s2["valid/loss"].get<double>() == summary["valid/loss"].get<double>());
-  CHECK(read(dir2 + "/submission.csv") == read(dir + "/submission.csv"));
+  CHECK(read_text(dir2 + "/submission.csv") == read_text(dir + "/submission.csv"));
 }
 
 TEST_CASE("the seed's convnext_small recipe runs a few steps") {
