@@ -10,7 +10,7 @@ namespace engine {
 CheckpointBestOptions CheckpointBestOptions::read(Options& o) {
   CheckpointBestOptions c;
   c.monitor = Monitor::read(o, "valid/accuracy");
-  c.save_last = o.flag("save_last", c.save_last, "also write checkpoints/last.safetensors every epoch (for resume)");
+  c.save_last = o.flag("save_last", c.save_last, "also write checkpoints/last.safetensors every epoch: weights, optimizer state, loss scaler, progress (no --resume reads it yet)");
   return c;
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // Checkpoints in the run directory, all written atomically (temp file, fsync, rename):
 //   checkpoints/best.safetensors  the best weights so far, timm key names (loadable by timm)
-//   checkpoints/last.safetensors  weights + optimizer state + loss scaler + TrainState (resume)
+//   checkpoints/last.safetensors  weights + optimizer state + loss scaler + TrainState (what a --resume
+//                                 will need; nothing reads it yet, issue 7)
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
