@@ -1,3 +1,4 @@
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -20,5 +21,9 @@ int main(int argc, char** argv) {
   // 2 cores: sys time and train img/s in bench/RESULTS.md. Every engine process (DDP ranks too,
   // which start this same binary) passes here.
   engine::tune_allocator();
+  // A file-size limit (ulimit -f, a quota) would otherwise kill the process with SIGXFSZ in the
+  // middle of a checkpoint write; ignored, the write fails with EFBIG and the engine says which
+  // file could not be written, leaving the previous checkpoint as it was.
+  signal(SIGXFSZ, SIG_IGN);
   return engine::cli_main(argc, argv);
 }

@@ -7,7 +7,7 @@ BUILD=${1:-build}
 
 PACKAGES=(cmake g++ ninja-build ccache pkg-config
           libtorch-dev libgloo-dev libopenblas0-pthread
-          libtomlplusplus-dev libfmt-dev nlohmann-json3-dev libcli11-dev doctest-dev
+          libtomlplusplus-dev libfmt-dev nlohmann-json3-dev libcli11-dev doctest-dev zlib1g-dev
           libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev nodejs npm)
 missing=()
 for p in "${PACKAGES[@]}"; do

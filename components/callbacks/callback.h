@@ -44,6 +44,11 @@ class Callback {
   /// The EpochLog key this callback watches ("valid/accuracy"), or "" when it watches none.
   /// load_recipe() reports a key the recipe does not produce at the callback's `monitor` key.
   virtual std::string monitored() const { return {}; }
+  /// What must survive a resume (best value so far, patience used, bytes logged) as text, or ""
+  /// when the callback keeps nothing. A resumed run calls load_state(ctx, what state() returned),
+  /// on the same rank, before on_fit_begin.
+  virtual std::string state() const { return {}; }
+  virtual void load_state(FitContext&, const std::string&) {}
   virtual void on_fit_begin(FitContext&) {}
   virtual void on_epoch_begin(FitContext&) {}
   virtual void on_step_end(FitContext&, const StepLog&) {}

@@ -10,7 +10,6 @@ namespace engine {
 CheckpointBestOptions CheckpointBestOptions::read(Options& o) {
   CheckpointBestOptions c;
   c.monitor = Monitor::read(o, "valid/accuracy");
-  c.save_last = o.flag("save_last", c.save_last, "also write checkpoints/last.safetensors every epoch: weights, optimizer state, loss scaler, progress (no --resume reads it yet)");
   return c;
 }
 
@@ -33,7 +32,6 @@ class CheckpointBest : public Callback {
       if (ctx.ema && opts_.monitor.key.rfind("valid_ema/", 0) == 0) ctx.ema->with_weights(ctx.model, save);
       else save();
     }
-    if (opts_.save_last) ctx.checkpointer.save_last(ctx.model, ctx.optimizer, ctx.state, ctx.scaler);
   }
 
  private:

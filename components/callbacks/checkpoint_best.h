@@ -1,8 +1,8 @@
 #pragma once
 // checkpoint_best: after each epoch, if the monitored value improved, writes
-// checkpoints/best.safetensors (timm keys, atomically); also checkpoints/last.safetensors (weights,
-// optimizer, scaler, TrainState) every epoch when save_last. At the end of the run the engine
-// reloads best.safetensors for evaluation, prediction and model.safetensors.
+// checkpoints/best.safetensors (timm keys, atomically). At the end of the run the engine reloads
+// best.safetensors for evaluation, prediction and model.safetensors. The best value and epoch live
+// in TrainState, so a resumed run keeps them. (Resume checkpoints are the trainer's: [checkpoint].)
 #include "components/callbacks/callback.h"
 #include "components/callbacks/monitor.h"
 
@@ -10,7 +10,6 @@ namespace engine {
 
 struct CheckpointBestOptions {
   Monitor monitor;
-  bool save_last = true;
   static CheckpointBestOptions read(Options& o);
 };
 

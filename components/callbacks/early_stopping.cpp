@@ -1,6 +1,7 @@
 #include "components/callbacks/early_stopping.h"
 
 #include <cmath>
+#include <sstream>
 #include <stdexcept>
 
 #include "engine/trainer/fit_context.h"
@@ -22,6 +23,19 @@ class EarlyStopping : public Callback {
   explicit EarlyStopping(EarlyStoppingOptions o) : opts_(std::move(o)) {}
   bool main_process_only() const override { return false; }
   std::string monitored() const override { return opts_.monitor.key; }
+
+  std::string state() const override {
+    std::ostringstream s;
+    s.precision(17);
+    s << best_ << " " << waited_;
+    return s.str();
+  }
+  void load_state(FitContext&, const std::string& text) override {
+    std::istringstream s(text);
+    std::string best;
+    s >> best >> waited_;
+    best_ = std::stod(best);  // "nan" before the first epoch: stod reads it, operator>> does not
+  }
 
   void on_epoch_end(FitContext& ctx, const EpochLog& log) override {
     // load_recipe() checked the key; a missing value here is a bug, never a silent stop.

@@ -1,7 +1,10 @@
 #include "components/callbacks/metrics_logger.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+#include <stdexcept>
 #include <nlohmann/json.hpp>
 
 #include "engine/trainer/fit_context.h"
@@ -20,11 +23,25 @@ class MetricsLogger : public Callback {
  public:
   explicit MetricsLogger(MetricsLoggerOptions o) : opts_(o) {}
 
+  // A resumed run keeps what was logged up to its checkpoint and drops what was logged after it
+  // (those steps run again): the log ends up as one uninterrupted run would have written it.
+  std::string state() const override {
+    return std::to_string(bytes(jsonl_path_)) + " " + std::to_string(bytes(csv_path_)) + " " + (csv_header_ ? "1" : "0");
+  }
+  void load_state(FitContext&, const std::string& text) override {
+    std::istringstream s(text);
+    int header = 0;
+    s >> keep_jsonl_ >> keep_csv_ >> header;
+    csv_header_ = header != 0;
+  }
+
   void on_fit_begin(FitContext& ctx) override {
     std::filesystem::create_directories(ctx.run_dir);
-    jsonl_.open(ctx.run_dir + "/metrics.jsonl", std::ios::trunc);
+    jsonl_path_ = ctx.run_dir + "/metrics.jsonl";
     csv_path_ = ctx.run_dir + "/metrics.csv";
-    std::ofstream(csv_path_, std::ios::trunc);
+    keep(jsonl_path_, keep_jsonl_);
+    keep(csv_path_, keep_csv_);
+    jsonl_.open(jsonl_path_, std::ios::app);
   }
 
   void on_step_end(FitContext& ctx, const StepLog& s) override {
@@ -51,9 +68,26 @@ class MetricsLogger : public Callback {
   }
 
  private:
+  static uintmax_t bytes(const std::string& path) {
+    std::error_code ec;
+    const auto n = std::filesystem::file_size(path, ec);
+    return ec ? 0 : n;
+  }
+  // Cuts `path` to its first `n` bytes (creating it empty when n == 0 or it is missing).
+  static void keep(const std::string& path, uintmax_t n) {
+    std::error_code ec;
+    if (n == 0 || !std::filesystem::exists(path, ec)) {
+      std::ofstream(path, std::ios::trunc);
+      return;
+    }
+    std::filesystem::resize_file(path, std::min<uintmax_t>(n, bytes(path)), ec);
+    if (ec) throw std::runtime_error("metrics_logger: cannot cut " + path + " back to its checkpoint: " + ec.message());
+  }
+
   MetricsLoggerOptions opts_;
   std::ofstream jsonl_;
-  std::string csv_path_;
+  std::string jsonl_path_, csv_path_;
+  uintmax_t keep_jsonl_ = 0, keep_csv_ = 0;
   bool csv_header_ = false;
 };
 

@@ -9,12 +9,19 @@
 #include "engine/cli/launch_config.h"
 #include "engine/launcher/launcher.h"
 #include "engine/core/errors.h"
+#include "engine/core/preemption.h"
+#include "engine/trainer/resume.h"
 
 namespace engine {
 
 int cli_main(int argc, char** argv) {
   CLI::App app{"engine: declarative training from TOML recipes", "engine"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", [] {  // CLI11 adds the final newline
+    std::string v = version_text();
+    return v.substr(0, v.size() - 1);
+  }, "engine version, git revision, LibTorch, CUDA/NCCL/Gloo");
+  auto* version = app.add_subcommand("version", "same as --version: engine version, git revision, LibTorch, CUDA/NCCL/Gloo");
   std::vector<std::string> overrides;
   auto add_set = [&](CLI::App* c) {
     c->add_option("--set", overrides, "override a recipe key: --set optimizer.lr=1e-3 (repeatable)");
@@ -24,6 +31,10 @@ int cli_main(int argc, char** argv) {
   auto* run = app.add_subcommand("run", "train (+ evaluate, + predict) on this process, or as one rank of a job");
   run->add_option("recipe", recipe, "recipe file")->required();
   add_set(run);
+  ResumeRequest resume;
+  const char* resume_doc = "continue from the newest complete checkpoint of RUN_DIR (or this CHECKPOINT file), exactly; "
+                           "without a value: the recipe's own run directory, starting afresh when it has none";
+  run->add_option("--resume", resume.from, resume_doc)->expected(0, 1)->type_name("[RUN_DIR|CHECKPOINT]");
 
   std::vector<std::string> recipes;
   auto* check = app.add_subcommand("check", "validate recipes without training; every error at once");
@@ -32,11 +43,13 @@ int cli_main(int argc, char** argv) {
 
   auto* test = app.add_subcommand("test", "run recipes and compare with their [expect] bounds (exit 1 on regression)");
   test->add_option("targets", recipes, "recipe files or directories")->required();
+  bool record = false;
+  test->add_flag("--record", record, "write the measured values into each [expect] `equals` as the new baseline (comments and tolerances kept; min/max untouched)");
   add_set(test);
 
   std::string kind;
   auto* list = app.add_subcommand("list", "registered components with their options, defaults and docs");
-  list->add_option("kind", kind, "datasets|transforms|models|optimizers|schedulers|metrics|callbacks");
+  list->add_option("kind", kind, "datasets|transforms|models|optimizers|schedulers|metrics|callbacks, or recipe (its sections and keys)");
 
   LaunchOptions launch;
   std::string mixed_precision, config_path = default_launch_config_path();
@@ -52,11 +65,21 @@ int cli_main(int argc, char** argv) {
   lc->add_option("--config-file", config_path, "launch defaults (written by `engine config`)");
   lc->add_option("recipe", recipe, "recipe file")->required();
   add_set(lc);
+  lc->add_option("--resume", resume.from, resume_doc)->expected(0, 1)->type_name("[RUN_DIR|CHECKPOINT]");
 
   std::string run_dir, export_out;
   auto* ex = app.add_subcommand("export", "write one self-contained model file from a finished run (weights, model, eval transforms, classes)");
   ex->add_option("run_dir", run_dir, "run directory of `engine run`")->required();
   ex->add_option("-o,--output", export_out, "file to write (default RUN_DIR/model.export.safetensors)");
+
+  std::vector<std::string> report_dirs;
+  std::string report_out;
+  int64_t report_top = 16;
+  auto* rep = app.add_subcommand("report", "one self-contained HTML page of runs: curves, confusion matrix, worst predictions, "
+                                           "recipe differences (written at the end of every `engine run` too)");
+  rep->add_option("run_dirs", report_dirs, "run directories; several are overlaid and their recipes compared")->required();
+  rep->add_option("-o,--output", report_out, "file to write (default FIRST_RUN_DIR/report.html)");
+  rep->add_option("--top", report_top, "worst validation predictions shown per run")->check(CLI::NonNegativeNumber);
 
   PredictArgs pa;
   auto* pr = app.add_subcommand("predict", "predict with an exported model: label, class index, probabilities per image");
@@ -86,11 +109,19 @@ int cli_main(int argc, char** argv) {
 
   try {
     const Registries reg = make_registries();
-    if (*run) return cmd_run(reg, recipe, overrides);
+    if (*run) {
+      resume.requested = run->count("--resume") > 0;
+      return cmd_run(reg, recipe, overrides, resume);
+    }
     if (*check) return cmd_check(reg, recipes, overrides);
-    if (*test) return cmd_test(reg, recipes, overrides);
+    if (*test) return cmd_test(reg, recipes, overrides, record);
     if (*list) return cmd_list(reg, kind);
+    if (*version) {
+      std::fputs(version_text().c_str(), stdout);
+      return 0;
+    }
     if (*ex) return cmd_export(run_dir, export_out);
+    if (*rep) return cmd_report(reg, report_dirs, report_out, report_top);
     if (*pr) return cmd_predict(pa);
     if (*lc) {
       // Flags win over the config file, which wins over the built-in defaults.
@@ -98,13 +129,17 @@ int cli_main(int argc, char** argv) {
       if (lc->count("--nproc-per-node") == 0) launch.nproc_per_node = defaults.num_processes;
       if (lc->count("--threads") == 0) launch.threads_per_process = defaults.threads_per_process;
       if (mixed_precision.empty()) mixed_precision = defaults.mixed_precision;
-      return cmd_launch(reg, launch, mixed_precision, recipe, overrides);
+      resume.requested = lc->count("--resume") > 0;
+      return cmd_launch(reg, launch, mixed_precision, recipe, overrides, resume);
     }
     if (*cfg) {
       LaunchConfig c = write_launch_config(config_path, force);
       std::printf("wrote %s: num_processes = %d\n", config_path.c_str(), c.num_processes);
       return 0;
     }
+  } catch (const preemption::Preempted& e) {
+    if (*e.what()) std::fprintf(stderr, "%s\n", e.what());
+    return preemption::kPreemptedExitCode;
   } catch (const UserError& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 2;

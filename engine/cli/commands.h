@@ -7,14 +7,22 @@
 
 namespace engine {
 
-int cmd_run(const Registries& reg, const std::string& recipe, const std::vector<std::string>& overrides);
+struct ResumeRequest;
+/// `engine run`; with resume.requested it continues a checkpoint (SIGTERM/SIGINT write one and
+/// exit with preemption::kPreemptedExitCode).
+int cmd_run(const Registries& reg, const std::string& recipe, const std::vector<std::string>& overrides,
+            const ResumeRequest& resume);
 int cmd_check(const Registries& reg, const std::vector<std::string>& recipes, const std::vector<std::string>& overrides);
 int cmd_list(const Registries& reg, const std::string& kind);
+/// What `engine --version` prints: engine version, git revision, build type, LibTorch, CUDA, NCCL, Gloo.
+std::string version_text();
 struct LaunchOptions;
 /// Starts the ranks of `engine run recipe` (this node's share) and supervises them.
 int cmd_launch(const Registries& reg, const LaunchOptions& options, const std::string& mixed_precision, const std::string& recipe,
-               const std::vector<std::string>& overrides);
+               const std::vector<std::string>& overrides, const ResumeRequest& resume);
 int cmd_export(const std::string& run_dir, const std::string& out);
+/// `engine report`: one HTML file from run directories (default: the first one's report.html).
+int cmd_report(const Registries& reg, const std::vector<std::string>& run_dirs, const std::string& output, int64_t top);
 
 struct PredictArgs {
   std::string model;                 // export file
@@ -28,6 +36,8 @@ struct PredictArgs {
   int64_t id_start = 1;
 };
 int cmd_predict(const PredictArgs& args);
-int cmd_test(const Registries& reg, const std::vector<std::string>& targets, const std::vector<std::string>& overrides);
+/// record: write each `equals` baseline back into its recipe with the measured value.
+int cmd_test(const Registries& reg, const std::vector<std::string>& targets, const std::vector<std::string>& overrides,
+             bool record = false);
 
 }  // namespace engine

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -45,6 +47,23 @@ void fsync_dir(const std::string& dir) {
   if (rc != 0 && err != EINVAL && err != ENOTSUP) fail("fsync directory", dir, err);
 }
 
+// Fault injection for the torn-write tests: ENGINE_FAULT_INJECT=<stage>@<text> kills the process
+// (_exit(99), like a power cut or kill -9: no cleanup) at <stage> of writing a file whose path
+// contains <text>. Stages: "partial" (half the bytes written), "unrenamed" (all written and
+// fsynced, not yet renamed), "renamed" (renamed, directory not yet fsynced).
+void fault_point(const char* stage, const std::string& path) {
+  static const std::string spec = [] {
+    const char* e = std::getenv("ENGINE_FAULT_INJECT");
+    return std::string(e ? e : "");
+  }();
+  if (spec.empty()) return;
+  const auto at = spec.find('@');
+  if (at == std::string::npos || spec.compare(0, at, stage) != 0) return;
+  if (path.find(spec.substr(at + 1)) == std::string::npos) return;
+  std::fprintf(stderr, "ENGINE_FAULT_INJECT: dying at stage %s of writing %s\n", stage, path.c_str());
+  _exit(99);
+}
+
 }  // namespace
 
 void write_file_atomic(const std::string& path, std::string_view bytes) {
@@ -52,7 +71,13 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail("create", tmp, errno);
   try {
-    write_all(fd, bytes, tmp);
+    if (std::getenv("ENGINE_FAULT_INJECT")) {  // half the bytes, then the fault point
+      write_all(fd, bytes.substr(0, bytes.size() / 2), tmp);
+      fault_point("partial", path);
+      write_all(fd, bytes.substr(bytes.size() / 2), tmp);
+    } else {
+      write_all(fd, bytes, tmp);
+    }
     // Data must be on disk before the rename makes it visible, or a crash could expose an empty file.
     if (::fsync(fd) != 0) fail("fsync", tmp, errno);
     if (::close(fd) != 0) {
@@ -60,7 +85,9 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
       fail("close", tmp, errno);
     }
     fd = -1;
+    fault_point("unrenamed", path);
     if (::rename(tmp.c_str(), path.c_str()) != 0) fail("rename " + tmp + " to", path, errno);
+    fault_point("renamed", path);
   } catch (...) {
     if (fd >= 0) ::close(fd);
     ::unlink(tmp.c_str());  // never leave a stale .tmp behind

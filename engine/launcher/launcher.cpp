@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "engine/core/errors.h"
+#include "engine/core/preemption.h"
 #include "engine/launcher/workers.h"
 
 extern char** environ;
@@ -189,6 +190,7 @@ int launch_processes(const LaunchOptions& options, const std::vector<std::string
     workers.push_back({o.node_rank * o.nproc_per_node + local, pid, -1});
   }
   Outcome out = launcher_detail::supervise(workers);
+  if (out.ok && out.preempted > 0) return preemption::kPreemptedExitCode;  // rank 0 said how to resume
   if (out.interrupted_by != 0) {
     std::cerr << "engine launch: interrupted by " << launcher_detail::signal_name(out.interrupted_by)
               << ", workers stopped\n";
@@ -196,7 +198,7 @@ int launch_processes(const LaunchOptions& options, const std::vector<std::string
   }
   if (!out.ok) {
     std::cerr << "engine launch: rank " << out.failed_rank << " " << out.how << "\n";
-    return 1;
+    return out.exit_code == 2 ? 2 : 1;  // a rank's bad input stays bad input
   }
   return 0;
 }

@@ -20,6 +20,8 @@
 #include <iostream>
 #include <string>
 
+#include "engine/core/preemption.h"
+
 namespace engine::launcher_detail {
 namespace {
 
@@ -254,6 +256,10 @@ Outcome supervise(std::vector<Worker>& workers, int grace_ms) {
         Failure f = make_failure(i, 0, w.report_fd);
         f.how = "vanished (exit status unknown: SIGCHLD is ignored in the launching process)";
         failures.push_back(std::move(f));
+      } else if (WIFEXITED(status) && WEXITSTATUS(status) == preemption::kPreemptedExitCode) {
+        // Preempted and checkpointed: not a failure. Its peers agreed on the same step and are
+        // finishing the same checkpoint: wait for them instead of stopping them mid-write.
+        ++out.preempted;
       } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         failures.push_back(make_failure(i, status, w.report_fd));
       }

@@ -24,6 +24,7 @@ struct Outcome {
   int exit_code = -1;      // the failing worker's exit code, -1 when killed by a signal
   std::string report;      // the failing worker's own message (fork workers only), else ""
   int interrupted_by = 0;  // SIGINT/SIGTERM the supervisor received and forwarded, else 0
+  int preempted = 0;       // workers that exited with preemption::kPreemptedExitCode (checkpointed)
 };
 
 /// While alive, makes sure this process can wait for its children: a host program that set

@@ -2,11 +2,11 @@
 
 #include <toml++/toml.h>
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -32,22 +32,63 @@ struct OptionsImpl {
 namespace {
 
 // Debian's toml++ prints doubles with 17 digits (0.13100000000000001). Rewrite each long float
-// with the shortest text that reads back as the same double: exact, and what the user wrote.
-std::string shortest_floats(const std::string& text) {
-  static const std::regex long_float(R"([-+]?[0-9]+\.[0-9]{10,}(?:[eE][-+]?[0-9]+)?)");
+// value with the shortest text that reads back as the same double: exact, and what the user wrote.
+// A scan of the printed TOML, not a regex over it: strings, comments and table headers are copied
+// untouched (a regex rewrote run.name = "v1.00000000000000000001" to "v1.0"), and std::regex
+// recursed once per digit: a string of 200,000 digits overflowed the stack (fuzz/corpus/recipe/).
+// `value`: the text is one value (a default for `engine list`), not a document.
+std::string shortest_floats(const std::string& text, bool value = false) {
+  auto digits = [&](size_t& j) {
+    size_t from = j;
+    while (j < text.size() && std::isdigit(static_cast<unsigned char>(text[j]))) ++j;
+    return j - from;
+  };
+  // The end of a float with 10+ decimals starting at i ("-0.13100000000000001", "1.0000000000000001e-05"), or npos.
+  auto long_float_end = [&](size_t i) {
+    size_t j = i + (text[i] == '-' || text[i] == '+');
+    if (!digits(j) || j >= text.size() || text[j] != '.') return std::string::npos;
+    ++j;
+    if (digits(j) < 10) return std::string::npos;
+    if (j < text.size() && (text[j] == 'e' || text[j] == 'E')) {
+      ++j;
+      if (j < text.size() && (text[j] == '-' || text[j] == '+')) ++j;
+      if (!digits(j)) return std::string::npos;
+    }
+    return j;
+  };
   std::string out;
-  auto last = text.cbegin();
-  for (std::sregex_iterator it(text.begin(), text.end(), long_float), end; it != end; ++it) {
-    out.append(last, (*it)[0].first);
-    double v = std::strtod(it->str().c_str(), nullptr);
-    char buf[32];
-    auto res = std::to_chars(buf, buf + sizeof(buf), v);
-    std::string shortest(buf, res.ptr);
-    if (shortest.find_first_of(".eEn") == std::string::npos) shortest += ".0";
-    out += shortest;
-    last = (*it)[0].second;
+  out.reserve(text.size());
+  char prev = value ? '=' : '\n';  // last character copied that is not a blank or a line end
+  bool line_start = !value;
+  for (size_t i = 0; i < text.size();) {
+    const char c = text[i];
+    size_t j = i + 1;
+    if (c == '"' || c == '\'') {  // basic or literal string, single- or multi-line
+      const std::string quote = text.compare(i, 3, std::string(3, c)) == 0 ? std::string(3, c) : std::string(1, c);
+      for (j = i + quote.size(); j < text.size() && text.compare(j, quote.size(), quote) != 0;)
+        j += c == '"' && text[j] == '\\' ? 2 : 1;
+      j = std::min(text.size(), j + quote.size());
+    } else if (c == '#' || (c == '[' && line_start && prev != '[' && prev != ',')) {  // comment, table header
+      j = std::min(text.size(), text.find('\n', i));
+    } else if ((prev == '=' || prev == '[' || prev == ',') && (std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '+')) {
+      size_t end = long_float_end(i);
+      if (end != std::string::npos) {
+        char buf[32];
+        auto res = std::to_chars(buf, buf + sizeof(buf), std::strtod(text.substr(i, end - i).c_str(), nullptr));
+        std::string shortest(buf, res.ptr);
+        if (shortest.find_first_of(".eEn") == std::string::npos) shortest += ".0";
+        out += shortest;
+        i = end;
+        prev = '0';
+        line_start = false;
+        continue;
+      }
+    }
+    out.append(text, i, j - i);
+    if (c == '\n') line_start = true;
+    else if (c != ' ' && c != '\t' && c != '\r') line_start = false, prev = text[j - 1];
+    i = j;
   }
-  out.append(last, text.cend());
   return out;
 }
 
@@ -86,7 +127,7 @@ std::string toml_text(const T& v) {
     for (const auto& x : v) a.push_back(x);
     s << a;
   }
-  return shortest_floats(s.str());
+  return shortest_floats(s.str(), true);
 }
 
 template <class T>
@@ -239,6 +280,7 @@ std::string Options::choice(std::string_view key, std::string_view def, const st
                                [&](const toml::node& n, std::string& why) -> std::optional<std::string> {
                                  if (!n.is_string()) return std::nullopt;
                                  std::string v = n.as_string()->get();
+                                 if (v == def) return v;  // a resolved recipe writes back a default outside the set ("")
                                  for (const auto& c : choices)
                                    if (c == v) return v;
                                  why = "unknown value \"" + v + "\", expected " + type;
@@ -327,7 +369,19 @@ std::vector<Options> Options::tables(std::string_view key, std::string_view doc)
   impl_->read.insert(k);
   std::vector<Options> out;
   if (impl_->docs) impl_->docs->push_back({impl_->doc_prefix + k, "array of tables", "[]", std::string(doc)});
-  if (!impl_->table) return out;
+  if (!impl_->table) {
+    // Describing, one element stands for them all, so that the keys each element takes (the
+    // `name` of every [[callbacks]] entry) are documented by the code that reads them.
+    if (!impl_->docs) return out;
+    auto child = std::make_shared<OptionsImpl>();
+    child->path = key_path(key) + "[]";
+    child->file = impl_->file;
+    child->diag = impl_->diag;
+    child->docs = impl_->docs;
+    child->doc_prefix = impl_->doc_prefix + k + "[].";
+    out.push_back(Options(child));
+    return out;
+  }
   const toml::node* n = impl_->table->get(k);
   if (!n) return out;
   const toml::array* a = n->as_array();
@@ -385,13 +439,16 @@ toml::table parse_file_or_throw(const std::string& file) {
 }
 
 // Child values replace the base's; tables merge key by key (one level of `base` is enough).
-void merge_into(toml::table& base, const toml::table& child) {
+// Values are moved, not copied: a toml++ copy drops its source position, and the child's errors
+// (and `engine test --record`) need its file:line:col.
+void merge_into(toml::table& base, toml::table& child) {
   for (auto&& [k, v] : child) {
     toml::node* b = base.get(k.str());
     if (b && b->is_table() && v.is_table()) {
       merge_into(*b->as_table(), *v.as_table());
     } else {
-      v.visit([&](const auto& node) { base.insert_or_assign(k.str(), node); });
+      const std::string key(k.str());  // a lambda cannot capture a structured binding before C++20 (clang)
+      v.visit([&](auto& node) { base.insert_or_assign(key, std::move(node)); });
     }
   }
 }
@@ -457,7 +514,12 @@ RecipeDocument::RecipeDocument(const std::string& file, const std::vector<std::s
     : state_(std::make_unique<State>()) {
   state_->file = file;
   toml::table own = parse_file_or_throw(file);
-  if (const toml::node* b = own.get("base")) {
+  const toml::node* b = own.get("base");
+  if (b && b->is_string() && b->as_string()->get().empty()) {  // `base = ''`, as recipe.resolved.toml says
+    own.erase("base");
+    b = nullptr;
+  }
+  if (b) {
     if (!b->is_string()) {
       auto p = pos_of(*b, file);
       throw UserError(p.str() + ": base: expected a string (path of the recipe to inherit)");

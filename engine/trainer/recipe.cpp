@@ -103,9 +103,13 @@ std::vector<std::string> epoch_results(const Recipe& r) {
   return k;
 }
 
-// Every value the run reports: the epoch values, then what is measured once after training.
+// The values [expect] can bound: the run's summary (summary.json), i.e. the kept weights' final
+// evaluation, the epoch and step counts, and the score of the predictions. Epoch-only values
+// (train/loss, valid_ema/*) are in metrics.jsonl, not in the summary.
 std::vector<std::string> known_results(const Recipe& r) {
-  std::vector<std::string> k = epoch_results(r);
+  std::vector<std::string> k{"valid/loss"};
+  for (const auto& m : r.train.metrics) k.push_back("valid/" + m);
+  k.insert(k.end(), {"epochs", "steps"});
   if (!r.predict.labels.empty()) k.push_back("test/accuracy");
   return k;
 }
@@ -133,32 +137,29 @@ void check_monitors(std::vector<Options>& tables, const std::vector<CallbackRegi
 }
 
 void read_expect(Options root, Recipe& r) {
-  if (!root.has("expect")) return;
-  Options o = root.table("expect", "");
+  if (!root.describing() && !root.has("expect")) return;
+  Options o = root.table("expect", "bounds `engine test` checks, one per value the run reports: \"valid/accuracy\" = { min = 0.97 }");
   auto known = known_results(r);
-  for (const auto& key : o.keys()) {
-    Options b = o.table(key, "");
-    Bound bound;
-    bound.where = o.where(key);
-    if (b.has("min")) bound.min = b.number("min", 0, "");
-    if (b.has("max")) bound.max = b.number("max", 0, "");
-    if (!bound.min && !bound.max) o.error(key, "expected { min = ..., max = ... }");
+  // Describing, one placeholder entry documents the keys every bound takes.
+  for (const auto& key : o.describing() ? std::vector<std::string>{"\"<value>\""} : o.keys()) {
+    Options b = o.table(key, "a value of the run's summary.json (valid/loss, valid/<metric>, test/accuracy, epochs, steps)");
+    Bound bound = Bound::read(b);
     bool ok = false;
     for (const auto& k : known) ok = ok || k == key;
     if (!ok) {
-      o.error(key, "this run reports no \"" + key + "\"", did_you_mean(key, known));
+      const auto per_epoch = epoch_results(r);
+      const bool epoch_only = std::find(per_epoch.begin(), per_epoch.end(), key) != per_epoch.end();
+      o.error(key, "this run reports no \"" + key + "\"" + (epoch_only ? " in its summary" : ""),
+              (epoch_only ? key + " is logged per epoch (metrics.jsonl), not in summary.json; " : std::string()) +
+                  did_you_mean(key, known, "summary values: "));
     }
     r.expect[key] = bound;
   }
 }
 
-}  // namespace
-
-Recipe load_recipe(const std::string& file, const std::vector<std::string>& overrides, const Registries& reg) {
-  RecipeDocument doc(file, overrides);
-  Options root = doc.root();
-  Recipe r;
-  r.file = file;
+// Every section, read into `r`. The same code documents the recipe (`engine list recipe`): run on
+// a describing root, each reader records its keys' types, defaults and docs instead.
+void read_sections(Options root, Recipe& r, const Registries& reg) {
   root.text("base", "", "recipe this one inherits (one level); its values are overridden by this file");
   read_run(root, r);
   Options acc = root.table("accelerator", "devices, processes, precision");
@@ -167,9 +168,9 @@ Recipe load_recipe(const std::string& file, const std::vector<std::string>& over
   Options model = root.table("model", "the network: { name = \"convnext_atto\", ... }");
   r.model_name = model.text("name", "", "");
   r.model = reg.models.parse(model);
-  Options opt = root.table("optimizer", "");
+  Options opt = root.table("optimizer", "{ name = \"adamw\", lr = ..., ... } (see `engine list optimizers`)");
   r.optimizer = reg.optimizers.parse(opt);
-  Options sched = root.table("scheduler", "");
+  Options sched = root.table("scheduler", "learning-rate schedule (see `engine list schedulers`); none = a constant lr");
   read_train(root, r, reg);
   if (r.train.fine_tune.enabled) {
     // fine_tune brings fastai's two one-cycle schedules and its own learning rates: a scheduler
@@ -180,7 +181,7 @@ Recipe load_recipe(const std::string& file, const std::vector<std::string>& over
     if (opt.has("lr"))
       opt.error("lr", "optimizer.lr is not used with train.fine_tune", "set train.fine_tune.base_lr instead");
   }
-  if (!sched.has("name")) {  // default: a constant learning rate
+  if (!sched.describing() && !sched.has("name")) {  // default: a constant learning rate
     const auto* e = reg.schedulers.find("constant");
     if (e) r.scheduler = e->parse(sched);
   } else {
@@ -200,12 +201,38 @@ Recipe load_recipe(const std::string& file, const std::vector<std::string>& over
     }
   }
   read_predict(root, r, reg);
+  Options ckpt = root.table("checkpoint", "resume checkpoints (checkpoints/step-<N>.safetensors): when, and how many are kept");
+  r.checkpoint = CheckpointOptions::read(ckpt);
   read_expect(root, r);
   check_monitors(callback_tables, r.callbacks, r);
+}
+
+}  // namespace
+
+Recipe load_recipe(const std::string& file, const std::vector<std::string>& overrides, const Registries& reg) {
+  RecipeDocument doc(file, overrides);
+  Recipe r;
+  r.file = file;
+  read_sections(doc.root(), r, reg);
   doc.finish();
   doc.diagnostics().throw_if_any();
   r.resolved_toml = doc.resolved_toml();
   return r;
+}
+
+std::vector<OptionDoc> describe_recipe(const Registries& reg) {
+  std::vector<OptionDoc> docs;
+  Recipe r;
+  read_sections(Options::describe(&docs), r, reg);
+  // A key read twice (the model's `name`, read for the run and again by its registry) is
+  // listed once, with the doc line one of the readers gave.
+  std::vector<OptionDoc> out;
+  for (auto& d : docs) {
+    auto same = std::find_if(out.begin(), out.end(), [&](const OptionDoc& o) { return o.key == d.key; });
+    if (same == out.end()) out.push_back(std::move(d));
+    else if (same->doc.empty()) same->doc = d.doc;
+  }
+  return out;
 }
 
 }  // namespace engine

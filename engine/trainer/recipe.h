@@ -9,6 +9,8 @@
 
 #include "engine/accelerator/accelerator.h"
 #include "engine/data/split.h"
+#include "engine/trainer/checkpoint_options.h"
+#include "engine/trainer/expect.h"  // Bound: one [expect] entry, checked by `engine test`
 #include "engine/trainer/phases.h"
 #include "engine/trainer/registries.h"
 
@@ -58,12 +60,6 @@ struct PredictSection {
   std::string labels;            // optional "ImageId,Label" file to score the submission against
 };
 
-/// [expect] "valid/accuracy" = { min = 0.97 }: bounds `engine test` checks.
-struct Bound {
-  std::optional<double> min, max;
-  SourcePos where;
-};
-
 struct Recipe {
   std::string file;
   std::string resolved_toml;
@@ -79,6 +75,7 @@ struct Recipe {
   std::vector<CallbackRegistry::Factory> callbacks;  // listed ones, plus progress_bar and
                                                      // metrics_logger with defaults when not listed
   PredictSection predict;
+  CheckpointOptions checkpoint;
   std::map<std::string, Bound> expect;
 
   /// output_dir with {name} substituted.
@@ -87,5 +84,11 @@ struct Recipe {
 
 /// Parses, validates and resolves a recipe. Throws UserError listing every error.
 Recipe load_recipe(const std::string& file, const std::vector<std::string>& overrides, const Registries& registries);
+
+/// Every section and key a recipe takes, in reading order, with type, default and doc line: the
+/// readers of load_recipe() run in describe mode (`engine list recipe`). Keys are dotted paths
+/// ("data.split.valid_fraction"); an array of tables' element keys read "callbacks[].name".
+/// Component options (model, optimizer...) are not included: `engine list <kind>` has them.
+std::vector<OptionDoc> describe_recipe(const Registries& registries);
 
 }  // namespace engine

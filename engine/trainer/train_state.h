@@ -16,7 +16,13 @@ struct TrainState {
   int64_t best_epoch = -1;
   double best_value = std::numeric_limits<double>::quiet_NaN();
   bool stop = false;          // set by callbacks (early stopping); read by the loop
+  // Position inside the current epoch, for a mid-epoch resume:
+  int64_t batches_done = 0;      // micro-batches of epoch `epoch` consumed (0 at an epoch boundary)
+  int64_t phase_first_step = 0;  // `step` when the current phase began (the schedule's origin)
+  // This rank's running sums for the epoch's train/loss (per rank: saved once per rank).
+  double epoch_loss_sum = 0, epoch_loss_count = 0;
 
+  /// The values shared by every rank, as exact strings (the per-rank loss sums are not included).
   std::map<std::string, std::string> to_metadata() const;
   static TrainState from_metadata(const std::map<std::string, std::string>& m);
 };

@@ -5,6 +5,9 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <csignal>
+#include <cstring>
+#include <optional>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
@@ -13,7 +16,9 @@
 #include "components/metrics/confusion_matrix.h"
 #include "components/optimizers/optimizer.h"
 #include "engine/core/errors.h"
+#include "engine/core/preemption.h"
 #include "engine/data/sampler.h"
+#include "engine/io/weights.h"
 #include "engine/io/atomic_file.h"
 #include "engine/trainer/fit_context.h"
 #include "engine/trainer/model_ema.h"
@@ -45,25 +50,31 @@ void Trainer::apply_schedule(const Phase& phase, int64_t step_in_phase, int64_t 
   if (auto m = phase.scheduler->momentum(step_in_phase, phase_steps)) set_momentum(opt, *m);
 }
 
-void Trainer::train_epoch(const Phase& phase, int64_t phase_first_step, int64_t phase_steps, int64_t epoch,
-                          FitContext& ctx, double& loss_sum, double& count) {
+void Trainer::train_epoch(const Phase& phase, int64_t phase_steps, int64_t epoch, FitContext& ctx) {
   const auto& d = recipe_.data;
   const int world = acc_.world().world_size;
   const int64_t k = recipe_.train.accumulate_steps;
   TrainShard shard = train_shard(parts_.split.train, static_cast<uint64_t>(recipe_.run.seed), epoch, d.batch_size,
                                  acc_.world().rank, world, d.drop_last);
+  // A resumed epoch goes on after the micro-batches its checkpoint had consumed. The same batches
+  // follow: batch j is the j-th chunk of the shard, and sample i of epoch e is augmented with
+  // Rng(seed, e, i) whatever came before it.
+  const int64_t first = state_.batches_done;
+  const size_t skip = std::min(shard.indices.size(), static_cast<size_t>(first * d.batch_size));
+  shard.indices.erase(shard.indices.begin(), shard.indices.begin() + static_cast<std::ptrdiff_t>(skip));
   parts_.train_loader->start(std::move(shard.indices), epoch);
   Model& model = *parts_.model;
   model.train();
   const auto t0 = Clock::now();
   auto ce = torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(recipe_.train.label_smoothing);
+  const auto& ck = recipe_.checkpoint;
   Batch batch;
   // Micro-batch b belongs to optimizer step b / k; gradients are summed locally over the k
   // micro-batches (loss / k each) and all-reduced once, on the last one.
-  for (int64_t b = 0; b < parts_.steps_per_epoch * k && parts_.train_loader->next(batch); ++b) {
+  for (int64_t b = first; b < parts_.steps_per_epoch * k && parts_.train_loader->next(batch); ++b) {
     const int64_t micro = b % k;
     if (micro == 0) {
-      apply_schedule(phase, state_.step - phase_first_step, phase_steps);
+      apply_schedule(phase, state_.step - state_.phase_first_step, phase_steps);
       for (auto& p : trainable_)
         if (p.grad().defined()) p.mutable_grad().zero_();
     }
@@ -83,14 +94,16 @@ void Trainer::train_epoch(const Phase& phase, int64_t phase_first_step, int64_t 
                                  "Lower optimizer.lr, set train.grad_clip_norm, or check the data of this batch",
                                  batch_loss, state_.step + 1, epoch + 1, b / k + 1, parts_.steps_per_epoch,
                                  head_lr()));
-    loss_sum += batch_loss * n;
-    count += n;
+    state_.epoch_loss_sum += batch_loss * n;
+    state_.epoch_loss_count += n;
     state_.images_seen += n * world;
+    state_.batches_done = b + 1;
     if (micro < k - 1) {
       acc_.backward_local(scaled);
       continue;
     }
-    if (acc_.backward(scaled, trainable_)) {
+    const bool stepped = acc_.backward(scaled, trainable_);
+    if (stepped) {
       if (recipe_.train.grad_clip_norm > 0) torch::nn::utils::clip_grad_norm_(trainable_, recipe_.train.grad_clip_norm);
       parts_.optimizer->step();
       ++state_.step;
@@ -98,13 +111,31 @@ void Trainer::train_epoch(const Phase& phase, int64_t phase_first_step, int64_t 
     } else {
       ++state_.skipped_steps;  // non-finite fp16 gradients: no update, the schedule does not advance
     }
-    StepLog log{epoch, b / k, parts_.steps_per_epoch, batch_loss, head_lr(), n * k * world,
-                seconds_since(t0)};
-    each_callback([&](Callback& cb) { cb.on_step_end(ctx, log); });
-    if (recipe_.train.max_steps > 0 && state_.step >= recipe_.train.max_steps) {
-      state_.stop = true;
-      break;
+    // With several ranks, one small all-reduce per step: the progress bar shows the mean loss of
+    // every rank, and a stop request (SIGTERM on any rank) is seen by all of them at the same step.
+    double shown_loss = batch_loss;
+    bool preempt = preemption::requested() != 0;
+    if (world > 1) {
+      auto sums = acc_.reduce_sum({batch_loss * n, static_cast<double>(n), preempt ? 1.0 : 0.0});
+      shown_loss = sums[0] / sums[1];
+      preempt = sums[2] > 0;
     }
+    StepLog log{epoch, b / k, parts_.steps_per_epoch, shown_loss, head_lr(), n * k * world, seconds_since(t0)};
+    each_callback([&](Callback& cb) { cb.on_step_end(ctx, log); });
+    if (recipe_.train.max_steps > 0 && state_.step >= recipe_.train.max_steps) state_.stop = true;
+    if (preempt) {
+      const std::string path = save_checkpoint();
+      const int sig = preemption::requested();
+      std::string msg;
+      if (acc_.is_main())
+        msg = fmt::format("{} at step {} (epoch {}, batch {} of {}): checkpoint {} written.\n"
+                          "to continue, run the same command with --resume {}",
+                          sig == SIGINT ? "interrupted (SIGINT)" : sig == SIGTERM ? "preempted (SIGTERM)" : "stopped by a peer rank",
+                          state_.step, epoch + 1, b / k + 1, parts_.steps_per_epoch, path, run_dir_);
+      throw preemption::Preempted(msg);
+    }
+    if (stepped && ck.every_steps > 0 && state_.step % ck.every_steps == 0) save_checkpoint();
+    if (state_.stop) break;
   }
 }
 
@@ -128,13 +159,27 @@ void Trainer::fit() {
   for (const auto& ph : parts_.phases) epochs += ph.epochs;
   FitContext ctx{recipe_.run.name, run_dir_, *parts_.model, *parts_.optimizer, acc_.scaler(), state_, checkpointer_,
                  epochs, parts_.steps_per_epoch, world, recipe_.data.batch_size, ema_.get()};
+  for (size_t i = 0; i < parts_.callbacks.size(); ++i) {
+    auto it = resumed_callback_state_.find(i);
+    auto& cb = *parts_.callbacks[i];
+    if (it != resumed_callback_state_.end() && (!cb.main_process_only() || acc_.is_main())) cb.load_state(ctx, it->second);
+  }
   each_callback([&](Callback& cb) { cb.on_fit_begin(ctx); });
+  const auto& ck = recipe_.checkpoint;
   int64_t phase_first_epoch = 0;
   for (const auto& phase : parts_.phases) {
     if (state_.stop) break;
-    const int64_t phase_first_step = state_.step;
+    const int64_t phase_end = phase_first_epoch + phase.epochs;
+    if (state_.epoch >= phase_end) {  // finished before the checkpoint this run resumed from
+      phase_first_epoch = phase_end;
+      continue;
+    }
+    // A run resumed inside this phase keeps the schedule origin its checkpoint recorded (skipped
+    // fp16 steps make it unknowable from epoch counts alone).
+    if (state_.epoch == phase_first_epoch && state_.batches_done == 0) state_.phase_first_step = state_.step;
     int64_t phase_steps = parts_.steps_per_epoch * phase.epochs;
-    if (recipe_.train.max_steps > 0) phase_steps = std::min(phase_steps, recipe_.train.max_steps - phase_first_step);
+    if (recipe_.train.max_steps > 0)
+      phase_steps = std::min(phase_steps, recipe_.train.max_steps - state_.phase_first_step);
     trainable_ = apply_freeze(*parts_.model, phase.frozen_stages);
     base_lrs_.clear();
     for (size_t g = 0; g < parts_.optimizer_lrs.size(); ++g)
@@ -145,12 +190,11 @@ void Trainer::fit() {
       print(fmt::format("phase {}: {} epoch{}, {} trainable parameters, peak lr {:.3g} (first stage) .. {:.3g} (head)\n",
                         phase.name, phase.epochs, phase.epochs == 1 ? "" : "s", n, base_lrs_.front(), base_lrs_.back()));
     }
-    for (int64_t epoch = phase_first_epoch; epoch < phase_first_epoch + phase.epochs && !state_.stop; ++epoch) {
+    for (int64_t epoch = std::max(phase_first_epoch, state_.epoch); epoch < phase_end && !state_.stop; ++epoch) {
       each_callback([&](Callback& cb) { cb.on_epoch_begin(ctx); });
       const auto t0 = Clock::now();
-      double loss_sum = 0, count = 0;
-      train_epoch(phase, phase_first_step, phase_steps, epoch, ctx, loss_sum, count);
-      auto sums = acc_.reduce_sum({loss_sum, count});
+      train_epoch(phase, phase_steps, epoch, ctx);
+      auto sums = acc_.reduce_sum({state_.epoch_loss_sum, state_.epoch_loss_count});
       const double train_seconds = seconds_since(t0);
       EpochLog log;
       log.epoch = epoch + 1;
@@ -162,13 +206,100 @@ void Trainer::fit() {
       log.values.emplace_back("seconds", seconds_since(t0));
       log.values.emplace_back("images_per_s", sums[1] / train_seconds);
       state_.epoch = epoch + 1;
+      state_.batches_done = 0;
+      state_.epoch_loss_sum = state_.epoch_loss_count = 0;
       each_callback([&](Callback& cb) { cb.on_epoch_end(ctx, log); });
+      if (ck.every_epochs > 0 && state_.epoch % ck.every_epochs == 0) save_checkpoint();
     }
-    phase_first_epoch += phase.epochs;
+    phase_first_epoch = phase_end;
   }
   each_callback([&](Callback& cb) { cb.on_fit_end(ctx); });
   if (state_.stop && state_.epoch < epochs)
     print("stopped early after epoch " + std::to_string(state_.epoch) + " of " + std::to_string(epochs) + "\n");
+}
+
+namespace {
+
+// The default generator of `device`: its state is part of a rank's exact position (drop_path,
+// dropout). Context::defaultGenerator works on LibTorch 1.13 and 2.x without CUDA headers.
+at::Generator default_generator(const torch::Device& device) {
+  return at::globalContext().defaultGenerator(device.is_cuda() ? device : torch::Device(torch::kCPU));
+}
+
+std::string exact(double v) { return fmt::format("{:.17g}", v); }
+
+}  // namespace
+
+std::string Trainer::save_checkpoint() {
+  const int world = acc_.world().world_size;
+  NamedTensors t;
+  // Live tensors in their own dtype (no fp32 conversion): a resume continues bit for bit.
+  for (auto& [k, v] : state_tensors(*parts_.model)) t.emplace_back("model/" + k, v);
+  for (auto& [k, v] : optimizer_state(*parts_.optimizer)) t.emplace_back("optimizer/" + k, v);
+  if (ema_)
+    for (auto& [k, v] : ema_->state()) t.emplace_back("ema/" + k, v);
+  // What differs between ranks, gathered so that one file (rank 0's) holds every rank's share.
+  auto loss = torch::tensor({state_.epoch_loss_sum, state_.epoch_loss_count}, torch::kDouble).unsqueeze(0);
+  t.emplace_back("ranks/epoch_loss", acc_.gather_for_metrics(loss));
+  t.emplace_back("ranks/rng_cpu", acc_.gather_for_metrics(default_generator(torch::kCPU).get_state().unsqueeze(0)));
+  if (acc_.device().is_cuda())
+    t.emplace_back("ranks/rng_device", acc_.gather_for_metrics(default_generator(acc_.device()).get_state().unsqueeze(0)));
+  std::string path;
+  if (acc_.is_main()) {
+    auto meta = state_.to_metadata();
+    meta["scaler.scale"] = exact(acc_.scaler().scale());
+    meta["scaler.growth_tracker"] = std::to_string(acc_.scaler().growth_tracker());
+    for (size_t g = 0; g < parts_.optimizer->param_groups().size(); ++g) meta["lr." + std::to_string(g)] = exact(get_lr(*parts_.optimizer, g));
+    meta["world_size"] = std::to_string(world);
+    meta["recipe"] = recipe_.resolved_toml;
+    meta["recipe_file"] = recipe_.file;
+    for (size_t i = 0; i < parts_.callbacks.size(); ++i) {
+      std::string st = parts_.callbacks[i]->state();
+      if (!st.empty()) meta["callback." + std::to_string(i)] = st;
+    }
+    path = checkpointer_.save_resume(state_.step, t, meta, recipe_.checkpoint.keep_last);
+  }
+  acc_.barrier();  // no rank goes on (or exits, when preempted) before the checkpoint is on disk
+  return path;
+}
+
+void Trainer::restore(const ResumePoint& point) {
+  const auto& f = point.file;
+  NamedTensors model_t, ema_t;
+  std::map<std::string, torch::Tensor> opt_t, ranks;
+  for (const auto& [k, v] : f.tensors) {
+    auto strip = [&, &k = k](const char* prefix) { return k.rfind(prefix, 0) == 0 ? k.substr(std::strlen(prefix)) : std::string(); };
+    if (auto m = strip("model/"); !m.empty()) model_t.emplace_back(m, v);
+    else if (auto o = strip("optimizer/"); !o.empty()) opt_t[o] = v;
+    else if (auto e = strip("ema/"); !e.empty()) ema_t.emplace_back(e, v);
+    else if (auto r = strip("ranks/"); !r.empty()) ranks[r] = v;
+  }
+  load_weights(*parts_.model, model_t, point.path);
+  load_optimizer_state(*parts_.optimizer, opt_t);
+  if (ema_) ema_->load_state(ema_t);
+  auto meta = [&](const std::string& key) {
+    auto it = f.metadata.find(key);
+    if (it == f.metadata.end()) throw UserError(point.path + ": resume checkpoint without \"" + key + "\" in its metadata");
+    return it->second;
+  };
+  state_ = TrainState::from_metadata(f.metadata);
+  acc_.scaler().set_state(std::stod(meta("scaler.scale")), std::stoll(meta("scaler.growth_tracker")));
+  for (size_t g = 0; g < parts_.optimizer->param_groups().size(); ++g)
+    set_lr(*parts_.optimizer, g, std::stod(meta("lr." + std::to_string(g))));
+  const int64_t r = acc_.world().rank;
+  auto row = [&](const std::string& key) {
+    auto it = ranks.find(key);
+    if (it == ranks.end() || it->second.size(0) <= r) throw UserError(point.path + ": no ranks/" + key + " for rank " + std::to_string(r));
+    return it->second[r];
+  };
+  auto loss = row("epoch_loss");
+  state_.epoch_loss_sum = loss[0].item<double>();
+  state_.epoch_loss_count = loss[1].item<double>();
+  default_generator(torch::kCPU).set_state(row("rng_cpu").contiguous());
+  if (acc_.device().is_cuda() && ranks.count("rng_device"))
+    default_generator(acc_.device()).set_state(row("rng_device").contiguous());
+  for (const auto& [k, v] : f.metadata)
+    if (k.rfind("callback.", 0) == 0) resumed_callback_state_[std::stoul(k.substr(9))] = v;
 }
 
 Values Trainer::predict() {
@@ -212,13 +343,34 @@ void Trainer::write_outputs(const EvalResult& final_eval, const Values& summary,
 }
 
 Values Trainer::run() {
+  // Which checkpoint, and may this recipe continue it: refused before anything is built or written.
+  std::optional<ResumePoint> point = find_resume_point(resume_request_, run_dir_);
+  std::vector<std::string> changed;
+  if (point) {
+    changed = check_resumable(*point, recipe_.resolved_toml, acc_.world().world_size);
+    run_dir_ = point->run_dir;
+    checkpointer_ = Checkpointer(run_dir_);
+  } else if (resume_request_.requested) {
+    print("--resume: " + run_dir_ + " has no checkpoint yet; starting from the beginning\n");
+  }
   parts_ = build_run(recipe_, acc_);  // bad data or weights fail here, before the run directory exists
+  if (recipe_.train.ema.enabled)
+    ema_ = std::make_unique<ModelEma>(*parts_.model, recipe_.train.ema.decay, recipe_.train.ema.warmup);
+  if (point) {
+    restore(*point);
+    std::string s;
+    for (const auto& skipped : point->skipped) s += "  skipped " + skipped + "\n";
+    s += fmt::format("resuming {} from {}: after epoch {}, step {}", run_dir_, point->path, state_.epoch, state_.step);
+    if (state_.batches_done > 0) s += fmt::format(" (batch {} of epoch {})", state_.batches_done / recipe_.train.accumulate_steps, state_.epoch + 1);
+    s += "\n";
+    for (const auto& c : changed) s += "  changed since the checkpoint: " + c + "\n";
+    print(s);
+  }
   if (acc_.is_main()) {
     std::filesystem::create_directories(run_dir_);
     write_file_atomic(run_dir_ + "/recipe.resolved.toml", recipe_.resolved_toml);
   }
   evaluator_ = std::make_unique<Evaluator>(acc_, build_metrics(recipe_));
-  if (recipe_.train.ema.enabled) ema_ = std::make_unique<ModelEma>(*parts_.model, recipe_.train.ema.decay, recipe_.train.ema.warmup);
   {
     int64_t total_steps = 0;
     for (const auto& ph : parts_.phases) total_steps += parts_.steps_per_epoch * ph.epochs;
@@ -241,6 +393,16 @@ Values Trainer::run() {
     print(s.str());
   }
   fit();
+  // A stop requested after the last step (during the last evaluation): the fit is complete, so
+  // checkpoint it and leave the final evaluation and prediction to the resumed run, instead of
+  // outliving the scheduler's grace period.
+  if (acc_.reduce_sum({preemption::requested() ? 1.0 : 0.0})[0] > 0) {
+    const std::string path = save_checkpoint();
+    throw preemption::Preempted(acc_.is_main() ? fmt::format("stopped after training (step {}): checkpoint {} written.\n"
+                                                             "to continue, run the same command with --resume {}",
+                                                             state_.step, path, run_dir_)
+                                               : "");
+  }
 
   // Reload the best weights everywhere: rank 0 reads the file, prepare() broadcasts them.
   bool has_best = acc_.is_main() && std::filesystem::exists(checkpointer_.best_path());

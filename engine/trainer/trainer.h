@@ -3,6 +3,7 @@
 // write the run directory. The recipe was validated and the objects built (builder.h); this class
 // runs them. It talks to processes and devices through the Accelerator only, and to the outside
 // world through callbacks and the run directory. Evaluation and prediction go through Evaluator.
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -13,6 +14,7 @@
 #include "engine/trainer/checkpointer.h"
 #include "engine/trainer/evaluator.h"
 #include "engine/trainer/recipe.h"
+#include "engine/trainer/resume.h"
 #include "engine/trainer/train_state.h"
 
 namespace engine {
@@ -26,6 +28,10 @@ class Trainer {
   Trainer(const Recipe& recipe, Accelerator& accelerator);
   ~Trainer();
 
+  /// Continue from a checkpoint (`--resume`): set before run(). The run then writes into the
+  /// checkpoint's run directory and ends exactly as the uninterrupted run would have.
+  void resume(ResumeRequest request) { resume_request_ = std::move(request); }
+
   /// The whole run. Returns the summary (also written to summary.json): the values of the
   /// weights kept as model.safetensors (the best epoch's when checkpoint_best is used).
   Values run();
@@ -35,8 +41,12 @@ class Trainer {
 
  private:
   void fit();
-  void train_epoch(const Phase& phase, int64_t phase_first_step, int64_t phase_steps, int64_t epoch,
-                   FitContext& ctx, double& loss_sum, double& count);
+  void train_epoch(const Phase& phase, int64_t phase_steps, int64_t epoch, FitContext& ctx);
+  /// Writes a resume checkpoint of this moment (rank 0 writes, every rank contributes its RNG and
+  /// loss sums, all wait until it is on disk). Returns its path on rank 0, "" elsewhere.
+  std::string save_checkpoint();
+  /// Loads a resume checkpoint into the built run: weights, optimizer, EMA, scaler, state, RNG.
+  void restore(const ResumePoint& point);
   void apply_schedule(const Phase& phase, int64_t step_in_phase, int64_t phase_steps);
   /// The head's learning rate (the last optimizer group): what logs and the progress bar show.
   double head_lr() const;
@@ -62,6 +72,8 @@ class Trainer {
   std::unique_ptr<ModelEma> ema_;
   std::vector<torch::Tensor> trainable_;  // this phase's parameters with gradients
   std::vector<double> base_lrs_;          // this phase's peak lr per optimizer group
+  ResumeRequest resume_request_;
+  std::map<size_t, std::string> resumed_callback_state_;  // by callback index, until fit() starts
 };
 
 }  // namespace engine

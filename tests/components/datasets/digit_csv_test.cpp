@@ -160,6 +160,19 @@ TEST_CASE("digit_csv: an 8x8 file without header works, image_shape gives non-sq
   CHECK(small.get(1).image.at<uint8_t>(1, 1) == 8);
 }
 
+TEST_CASE("digit_csv: blank lines never inflate the memory reserved for the rows") {
+  // One 1000x1000 row and 2,000,000 trailing blank lines (a 4 MB file): the reader once reserved
+  // (lines x pixels) = 2 TB, a std::bad_alloc naming no file or line. The reservation is now
+  // capped by the file size (fuzz/corpus/digit_csv/regress_reserve_blank_lines.csv is the small
+  // version that the fuzzer's 256 MB allocation limit catches).
+  std::string text = row(1000 * 1000, 7, 3) + std::string(2'000'000, '\n');
+  DigitCsv ds(opts(write_file("digit_csv_blank_tail", "big.csv", text)));
+  REQUIRE(ds.size() == 1);
+  CHECK(ds.height() == 1000);
+  CHECK(ds.get(0).label == 3);
+  CHECK(ds.get(0).image.at<uint8_t>(999, 999) == 7);
+}
+
 TEST_CASE("digit_csv::get returns a copy: changing it never changes the stored data") {
   std::string path = write_file("digit_csv_copy", "c.csv", row(4, 9, 1));
   DigitCsv ds(opts(path));

@@ -218,9 +218,9 @@ TEST_CASE("DDP parity: 2 ranks x batch 32 == 1 rank x batch 64 after 20 steps, a
   CHECK(one.output.find("batch: 64 per process x 1 = 64 global, 10 steps/epoch, 20 steps") != std::string::npos);
   CHECK(two.output.find("batch: 32 per process x 2 = 64 global, 10 steps/epoch, 20 steps") != std::string::npos);
 
-  // Weights after the 20th step, from checkpoints/last.safetensors (written at the last epoch end).
-  auto w1 = tensors(dir + "/one/checkpoints/last.safetensors", "model/");
-  auto w2 = tensors(dir + "/two/checkpoints/last.safetensors", "model/");
+  // Weights after the 20th step, from the resume checkpoint written at the last epoch end.
+  auto w1 = tensors(dir + "/one/checkpoints/step-000000020.safetensors", "model/");
+  auto w2 = tensors(dir + "/two/checkpoints/step-000000020.safetensors", "model/");
   REQUIRE(w1.size() == 128);
   std::string worst;
   const double diff = max_abs_diff(w1, w2, &worst);
@@ -402,8 +402,12 @@ void check_quiet_pair(const std::string& tag, const std::string& env0, const std
   // One run directory: rank 0's, complete; rank 1's working directory stays empty.
   CHECK(fs::is_empty(dir + "/cwd1"));
   for (const char* f : {"recipe.resolved.toml", "metrics.jsonl", "summary.json", "model.safetensors", "submission.csv",
-                        "checkpoints/last.safetensors"})
+                        "checkpoints/best.safetensors"})
     CHECK_MESSAGE(fs::exists(dir + "/cwd0/run/" + f), f);
+  bool resume_checkpoint = false;  // checkpoints/step-<N>.safetensors, written by rank 0 only
+  for (const auto& e : fs::directory_iterator(dir + "/cwd0/run/checkpoints"))
+    resume_checkpoint = resume_checkpoint || e.path().filename().string().rfind("step-", 0) == 0;
+  CHECK(resume_checkpoint);
   CHECK(lines_of(read_text(dir + "/cwd0/run/submission.csv")).size() == 17);
   remove_scratch(dir);
 }

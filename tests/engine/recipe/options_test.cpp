@@ -128,3 +128,29 @@ TEST_CASE("the resolved recipe writes floats exactly and briefly") {
   CHECK(r.find("lr = 0.002") != std::string::npos);
   CHECK(r.find("third = 0.3333333333333333\n") != std::string::npos);  // round-trips, not truncated
 }
+
+TEST_CASE("the resolved recipe leaves strings alone: digits in a name are no float, 40,000 of them no crash") {
+  // The float rewrite once ran a regex over the whole text: it turned "v1.00000000000000000001"
+  // into "v1.0", and it recursed once per digit, so `engine check` on a recipe with a 40,000-digit
+  // string died of a segmentation fault (fuzz/corpus/recipe/regress_long_digit_string.toml).
+  auto dir = test::temp_dir("options_float_strings");
+  const std::string digits = "1." + std::string(40000, '0') + "1";
+  auto file = write_recipe(dir, "r.toml",
+                           "name = \"v1.00000000000000000001\"\nlong = '" + digits + "'\n[t]\n"
+                           "x = [0.1310, 1.0000000000000001e-05]\nnote = \"\"\"\nlr = 0.13100000000000001\"\"\"\n");
+  RecipeDocument doc(file, {});
+  Options root = doc.root();
+  CHECK(root.text("name", "", "") == "v1.00000000000000000001");
+  CHECK(root.text("long", "", "") == digits);
+  Options t = root.table("t", "");
+  t.numbers("x", {}, "");
+  t.text("note", "", "");
+  std::string r = doc.resolved_toml();
+  CHECK(r.find("v1.00000000000000000001") != std::string::npos);
+  CHECK(r.find(digits) != std::string::npos);
+  CHECK_MESSAGE(r.find("x = [ 0.131, 1e-05 ]") != std::string::npos, r.substr(r.find("[t]")));
+  CHECK(r.find("lr = 0.13100000000000001") != std::string::npos);  // inside a string: as written
+  std::vector<OptionDoc> docs;  // `engine list` prints defaults through the same rewrite
+  Options::describe(&docs).numbers("mean", {0.131, 0.9998}, "");
+  CHECK(docs.at(0).default_value == "[ 0.131, 0.9998 ]");
+}

@@ -164,7 +164,10 @@ TEST_CASE("train.ema: EMA weights are evaluated every epoch (valid_ema/*) and sa
     CHECK(j["valid_ema/loss"].get<double>() != j["valid/loss"].get<double>());
   }
   CHECK(epochs == 2);
-  auto raw = tensors(dir + "/run/checkpoints/last.safetensors");
+  std::string newest;  // the resume checkpoint of the last epoch end: the raw (non-EMA) weights
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/run/checkpoints"))
+    if (e.path().filename().string().rfind("step-", 0) == 0) newest = std::max(newest, e.path().string());
+  auto raw = tensors(newest);
   auto ema = tensors(dir + "/run/model_ema.safetensors");
   auto best = tensors(dir + "/run/checkpoints/best.safetensors");
   CHECK(!torch::equal(ema.at("stem.0.weight"), raw.at("model/stem.0.weight")));

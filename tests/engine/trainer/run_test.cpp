@@ -64,7 +64,9 @@ TEST_CASE("engine run writes a complete run directory, and the same seed reprodu
   CHECK(weights.tensors.size() == 128);
   CHECK(weights.tensors[0].first == "stem.0.weight");
   CHECK(std::filesystem::exists(dir + "/checkpoints/best.safetensors"));
-  CHECK(std::filesystem::exists(dir + "/checkpoints/last.safetensors"));
+  // Resume checkpoints at both epoch ends (12 steps each), the newest two kept.
+  CHECK(std::filesystem::exists(dir + "/checkpoints/step-000000012.safetensors"));
+  CHECK(std::filesystem::exists(dir + "/checkpoints/step-000000024.safetensors"));
 
   auto sub = lines(dir + "/submission.csv");
   REQUIRE(sub.size() == 301);

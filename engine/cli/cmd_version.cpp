@@ -1,0 +1,57 @@
+// `engine --version` / `engine version`: what a bug report needs about this binary. The engine
+// side (version, git revision, build type) is engine/core/version.cpp; this file adds LibTorch's
+// side, which needs LibTorch's headers and compile definitions.
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+#include <torch/version.h>
+
+#include "engine/cli/commands.h"
+#include "engine/core/version.h"
+
+namespace engine {
+
+namespace {
+
+// CUDA is compiled into LibTorch when its CUDA library registered the hooks; the CPU stubs throw.
+// The CUDA runtime is asked for its version only, which creates no context on any device.
+std::string cuda_text() {
+  const auto& hooks = at::detail::getCUDAHooks();
+  long runtime = 0;
+  try {
+    runtime = hooks.versionCUDART();
+  } catch (const c10::Error&) {
+    return "no (a CPU-only LibTorch)";
+  }
+  const int devices = hooks.getNumGPUs();
+  return fmt::format("yes (CUDA runtime {}.{}; {} device{} visible)", runtime / 1000, runtime % 1000 / 10, devices,
+                     devices == 1 ? "" : "s");
+}
+
+}  // namespace
+
+std::string version_text() {
+  // The same conditions as engine/accelerator/{gloo,nccl}_collectives.cpp, which compile their
+  // backend only when LibTorch has it (USE_C10D_*) and its headers were found at build time.
+#if defined(USE_C10D_NCCL) && __has_include(<nccl.h>)
+  const char* nccl = "yes";
+#else
+  const char* nccl = "no";
+#endif
+#if defined(USE_C10D_GLOO) && __has_include(<gloo/transport/device.h>)
+  const char* gloo = "yes";
+#else
+  const char* gloo = "no";
+#endif
+  return fmt::format(
+      "engine {}\n"
+      "  git revision  {}\n"
+      "  build type    {}\n"
+      "  LibTorch      {}\n"
+      "  CUDA          {}\n"
+      "  NCCL          {}\n"
+      "  Gloo          {}\n",
+      engine_version(), git_revision(), build_type(), TORCH_VERSION, cuda_text(), nccl, gloo);
+}
+
+}  // namespace engine

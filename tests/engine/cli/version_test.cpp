@@ -1,0 +1,61 @@
+// `engine --version` says what a bug report needs: the engine's version (CMakeLists.txt's
+// project VERSION), the git revision it was built from, LibTorch's version and its backends.
+#include <doctest/doctest.h>
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include <fstream>
+#include <regex>
+
+#include "tests/support/files.h"
+#include "tests/support/paths.h"
+#include "tests/support/run_command.h"
+
+using namespace engine::test;
+
+namespace {
+
+// "  LibTorch      1.13.0" -> "1.13.0"
+std::string field(const std::string& text, const std::string& name) {
+  std::smatch m;
+  if (!std::regex_search(text, m, std::regex("\n  " + name + " +([^\n]*)"))) return "<no " + name + " line>";
+  return m[1];
+}
+
+}  // namespace
+
+TEST_CASE("engine --version prints the project version, git revision, LibTorch and its backends") {
+  auto r = run_command(engine_binary() + " --version");
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  std::smatch m;
+  const std::string cmake = read_text(source_path("CMakeLists.txt"));
+  REQUIRE(std::regex_search(cmake, m, std::regex(R"(project\(engine VERSION ([0-9.]+))")));
+  CHECK_MESSAGE(r.output.rfind("engine " + m[1].str() + "\n", 0) == 0, r.output);
+  CHECK(field(r.output, "LibTorch") == TORCH_VERSION);
+
+  const std::string rev = field(r.output, "git revision");
+  if (rev != "unknown") {
+    CHECK(std::regex_match(rev, std::regex("[0-9a-f]{7,40}")));
+    auto known = run_command("git -C " + source_path("") + " cat-file -e " + rev + "^{commit}");
+    CHECK_MESSAGE(known.exit_code == 0, rev << " is not a commit of this repository: " << known.output);
+  }
+  CHECK(!field(r.output, "build type").empty());
+  const std::string cuda = field(r.output, "CUDA");
+  if (torch::cuda::is_available()) CHECK_MESSAGE(cuda.rfind("yes (CUDA runtime ", 0) == 0, cuda);
+  else CHECK_MESSAGE(std::regex_match(cuda, std::regex(R"(no \(a CPU-only LibTorch\)|yes \(CUDA runtime .*; 0 devices visible\))")), cuda);
+  // This test is compiled against the same LibTorch, with the same definitions and include path.
+#if defined(USE_C10D_NCCL) && __has_include(<nccl.h>)
+  CHECK(field(r.output, "NCCL") == "yes");
+#else
+  CHECK(field(r.output, "NCCL") == "no");
+#endif
+#if defined(USE_C10D_GLOO) && __has_include(<gloo/transport/device.h>)
+  CHECK(field(r.output, "Gloo") == "yes");
+#else
+  CHECK(field(r.output, "Gloo") == "no");
+#endif
+
+  auto sub = run_command(engine_binary() + " version");
+  CHECK(sub.exit_code == 0);
+  CHECK(sub.output == r.output);
+}
