@@ -1,2 +1,17 @@
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
+
+#include <cstdlib>
+
+int main(int argc, char** argv) {
+  // Shipped recipes may ask `engine run` for an automatic layout ([accelerator] processes = 0),
+  // which would turn every test run into a DDP job sized for the whole machine while ctest runs
+  // tests side by side. Tests get one process unless they say otherwise (ENGINE_PROCESSES= on a
+  // command line brings the recipe's own setting back).
+  setenv("ENGINE_PROCESSES", "1", 0);
+  // Likewise one intra-op thread per engine process (recipes leave threads = 0 = all cores): two
+  // tests side by side must not each take every core.
+  setenv("ENGINE_THREADS", "1", 0);
+  doctest::Context context(argc, argv);
+  return context.run();
+}

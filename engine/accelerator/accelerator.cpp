@@ -17,6 +17,11 @@ AcceleratorOptions AcceleratorOptions::read(Options& o) {
                                "autocast dtype: bf16 (CPU or GPU), fp16 (GPU only, with dynamic loss scaling)");
   a.device = o.choice("device", a.device, {"auto", "cpu", "cuda"}, "auto = cuda when available, else cpu");
   a.threads = o.integer("threads", a.threads, "intra-op threads per process; 0 = the cores divided among local processes", 0, 1024);
+  a.processes = o.integer("processes", a.processes,
+                          "processes `engine run` starts on this machine when not already in a job: a local DDP job whose "
+                          "ranks split data.batch_size, so results do not depend on it; 0 = auto (one per core on CPU, one "
+                          "per GPU), as many as divide batch_size; ENGINE_PROCESSES overrides it",
+                          0, 4096);
   a.timeout_s = o.number("timeout_s", a.timeout_s, "seconds a collective may wait for the other ranks before the job fails", 1, 86400);
   return a;
 }

@@ -22,6 +22,7 @@ struct AcceleratorOptions {
   std::string mixed_precision = "no";  // no | bf16 | fp16
   std::string device = "auto";         // auto | cpu | cuda
   int64_t threads = 0;                 // intra-op threads per process; 0 = this process's share of the cores
+  int64_t processes = 1;               // `engine run` outside a job: local DDP processes; 0 = auto (layout.h)
   double timeout_s = 60;               // bound on every collective: a dead or stuck rank fails the job
   static AcceleratorOptions read(Options& o);
 };

@@ -6,7 +6,8 @@
 
 namespace engine {
 
-int cmd_report(const Registries& reg, const std::vector<std::string>& run_dirs, const std::string& output, int64_t top) {
+int cmd_report(const Registries& reg, const std::vector<std::string>& run_dirs, const std::string& output,
+               int64_t top) {
   report::ReportOptions options;
   options.run_dirs = run_dirs;
   options.output = output;

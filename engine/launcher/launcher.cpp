@@ -32,13 +32,6 @@ using launcher_detail::Worker;
 
 using Env = std::vector<std::pair<std::string, std::string>>;
 
-// Cores this process may run on (a container's or taskset's limit, not the machine's count).
-int usable_cores() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1u, std::thread::hardware_concurrency());
-}
-
 LaunchOptions validated(LaunchOptions o) {
   if (o.nproc_per_node < 1)
     throw UserError(fmt::format("launch: nproc_per_node must be >= 1 (got {})", o.nproc_per_node));
@@ -166,6 +159,12 @@ bool cuda_initialized() {
     }
   }
   return false;
+}
+
+int usable_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
 }
 
 int launch_processes(const LaunchOptions& options, const std::vector<std::string>& child_argv) {

@@ -20,7 +20,8 @@ std::string metric_of(const std::string& key) {
 
 std::string dom_id(const std::string& text) {
   std::string out;
-  for (char c : text) out += std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::tolower(c)) : '-';
+  for (char c : text)
+    out += std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::tolower(c)) : '-';
   return out;
 }
 
@@ -48,8 +49,14 @@ struct Line {
 };
 
 Chart make_chart(std::string id, std::string title, std::string x_label, std::string y_label,
-                 const std::vector<RunData>& runs, const std::vector<std::string>& labels, const std::vector<Line>& lines) {
-  Chart c{std::move(id), std::move(title), std::move(x_label), std::move(y_label), lines.empty() || lines[0].x == X::epoch, {}};
+                 const std::vector<RunData>& runs, const std::vector<std::string>& labels,
+                 const std::vector<Line>& lines) {
+  Chart c{std::move(id),
+          std::move(title),
+          std::move(x_label),
+          std::move(y_label),
+          lines.empty() || lines[0].x == X::epoch,
+          {}};
   const bool several = runs.size() > 1;
   for (size_t r = 0; r < runs.size(); ++r)
     for (size_t k = 0; k < lines.size(); ++k) {
@@ -74,7 +81,9 @@ std::set<std::string> keys_of(const std::vector<RunData>& runs, bool steps) {
 
 // train/loss before valid/loss before valid_ema/loss: the order a reader expects in a legend.
 std::vector<std::string> ordered(std::vector<std::string> keys) {
-  auto rank = [](const std::string& k) { return k.rfind("train", 0) == 0 ? 0 : k.rfind("valid/", 0) == 0 ? 1 : 2; };
+  auto rank = [](const std::string& k) {
+    return k.rfind("train", 0) == 0 ? 0 : k.rfind("valid/", 0) == 0 ? 1 : 2;
+  };
   std::stable_sort(keys.begin(), keys.end(), [&](const auto& a, const auto& b) { return rank(a) < rank(b); });
   return keys;
 }
@@ -86,11 +95,14 @@ std::vector<Chart> build_charts(const std::vector<RunData>& runs, const std::vec
   const auto epoch_keys = keys_of(runs, false), step_keys = keys_of(runs, true);
 
   std::vector<std::string> losses;
-  std::map<std::string, std::vector<std::string>> metrics;  // "accuracy" -> valid/accuracy, valid_ema/accuracy
+  std::map<std::string, std::vector<std::string>>
+      metrics;  // "accuracy" -> valid/accuracy, valid_ema/accuracy
   for (const auto& k : epoch_keys) {
     if (bookkeeping(k)) continue;
-    if (metric_of(k) == "loss") losses.push_back(k);
-    else metrics[metric_of(k)].push_back(k);
+    if (metric_of(k) == "loss")
+      losses.push_back(k);
+    else
+      metrics[metric_of(k)].push_back(k);
   }
   losses = ordered(losses);
   {
@@ -104,12 +116,14 @@ std::vector<Chart> build_charts(const std::vector<RunData>& runs, const std::vec
   if (!step_lines.empty()) {
     for (const auto& k : losses)
       if (k.rfind("train", 0) != 0) step_lines.push_back({k, false, X::step, " (epoch end)"});
-    charts.push_back(make_chart("chart-loss-step", "Loss per step", "step", "loss", runs, labels, step_lines));
+    charts.push_back(
+        make_chart("chart-loss-step", "Loss per step", "step", "loss", runs, labels, step_lines));
   }
   for (const auto& [m, keys] : metrics) {
     std::vector<Line> lines;
     for (const auto& k : ordered(keys)) lines.push_back({k, false, X::epoch, ""});
-    charts.push_back(make_chart("chart-metric-" + dom_id(m), m + " per epoch", "epoch", m, runs, labels, lines));
+    charts.push_back(
+        make_chart("chart-metric-" + dom_id(m), m + " per epoch", "epoch", m, runs, labels, lines));
   }
   // Learning rate: every step line has one; epoch lines carry the step they ended at.
   bool every_epoch_has_step = true;
@@ -122,16 +136,19 @@ std::vector<Chart> build_charts(const std::vector<RunData>& runs, const std::vec
     for (size_t r = 0; r < runs.size(); ++r) {
       for (const auto* records : {&runs[r].steps, &runs[r].epochs})
         for (const auto& e : *records)
-          if (e.step >= 0 && e.values.count("lr")) merged[r].steps.push_back(MetricRecord{e.epoch, e.step, {{"lr", e.values.at("lr")}}});
+          if (e.step >= 0 && e.values.count("lr"))
+            merged[r].steps.push_back(MetricRecord{e.epoch, e.step, {{"lr", e.values.at("lr")}}});
       auto& m = merged[r].steps;
       std::stable_sort(m.begin(), m.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
-      m.erase(std::unique(m.begin(), m.end(), [](const auto& a, const auto& b) { return a.step == b.step; }), m.end());
+      m.erase(std::unique(m.begin(), m.end(), [](const auto& a, const auto& b) { return a.step == b.step; }),
+              m.end());
     }
-    charts.push_back(make_chart("chart-lr", "Learning rate (head group)", "step", "lr", merged, labels, {{"lr", true, X::step, ""}}));
+    charts.push_back(make_chart("chart-lr", "Learning rate (head group)", "step", "lr", merged, labels,
+                                {{"lr", true, X::step, ""}}));
   } else if (epoch_keys.count("lr")) {
     const X x = every_epoch_has_step ? X::step : X::epoch;
-    charts.push_back(make_chart("chart-lr", "Learning rate (head group) at epoch end", x == X::step ? "step" : "epoch", "lr",
-                                runs, labels, {{"lr", false, x, ""}}));
+    charts.push_back(make_chart("chart-lr", "Learning rate (head group) at epoch end",
+                                x == X::step ? "step" : "epoch", "lr", runs, labels, {{"lr", false, x, ""}}));
   }
   if (epoch_keys.count("images_per_s"))
     charts.push_back(make_chart("chart-throughput", "Training throughput", "epoch", "images/s", runs, labels,
@@ -157,7 +174,8 @@ std::vector<Chart> build_charts(const std::vector<RunData>& runs, const std::vec
         for (auto& e : run.epochs)
           if (auto it = e.values.find("seconds"); it != e.values.end()) it->second /= 60;
     charts.push_back(make_chart("chart-wall-time", "Wall time (train + evaluation)", "epoch",
-                                minutes ? "minutes" : "seconds", cumulative, labels, {{"seconds", false, X::epoch, ""}}));
+                                minutes ? "minutes" : "seconds", cumulative, labels,
+                                {{"seconds", false, X::epoch, ""}}));
   }
   return charts;
 }

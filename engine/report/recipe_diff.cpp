@@ -2,6 +2,7 @@
 
 #include <toml++/toml.h>
 
+#include <charconv>
 #include <set>
 #include <sstream>
 
@@ -11,18 +12,37 @@ namespace {
 
 void flatten(const toml::table& table, const std::string& prefix, std::map<std::string, std::string>& out);
 
+// A value as TOML writes it, but floats in their shortest round-trip form: Debian's toml++ prints
+// 0.8 as 0.80000000000000004, which is not what the recipe said.
+std::string value_text(const toml::node& node) {
+  if (const auto* d = node.as_floating_point()) {
+    char buf[32];
+    auto end = std::to_chars(buf, buf + sizeof buf, d->get()).ptr;
+    std::string v(buf, end);
+    if (v.find_first_of(".eEn") == std::string::npos) v += ".0";  // stays a float: 1 -> 1.0
+    return v;
+  }
+  if (const auto* a = node.as_array()) {
+    std::string v = "[";
+    for (size_t i = 0; i < a->size(); ++i) v += (i ? ", " : " ") + value_text(*a->get(i));
+    return v + (a->empty() ? "]" : " ]");
+  }
+  std::ostringstream s;
+  node.visit([&](const auto& v) { s << v; });
+  return s.str();
+}
+
 void flatten_node(const toml::node& node, const std::string& key, std::map<std::string, std::string>& out) {
   if (const auto* t = node.as_table()) {
     flatten(*t, key, out);
     return;
   }
   if (const auto* a = node.as_array(); a && !a->empty() && a->is_array_of_tables()) {
-    for (size_t i = 0; i < a->size(); ++i) flatten(*a->get(i)->as_table(), key + "[" + std::to_string(i) + "]", out);
+    for (size_t i = 0; i < a->size(); ++i)
+      flatten(*a->get(i)->as_table(), key + "[" + std::to_string(i) + "]", out);
     return;
   }
-  std::ostringstream s;
-  node.visit([&](const auto& v) { s << v; });
-  out[key] = s.str();
+  out[key] = value_text(node);
 }
 
 void flatten(const toml::table& table, const std::string& prefix, std::map<std::string, std::string>& out) {

@@ -9,8 +9,8 @@
 #include "engine/accelerator/accelerator.h"
 #include "engine/core/errors.h"
 #include "engine/core/preemption.h"
-#include "engine/io/atomic_file.h"
 #include "engine/core/version.h"
+#include "engine/io/atomic_file.h"
 #include "engine/report/curves.h"
 #include "engine/report/html.h"
 #include "engine/report/run_data.h"
@@ -103,11 +103,13 @@ std::string notes_html(const RunData& run) {
 std::string run_section(const RunData& run, const std::string& label, size_t r, const Registries& registries,
                         size_t top) {
   const std::string n = std::to_string(r);
-  std::string h = "<section class=\"run\" id=\"run-" + n + "\"><h2>" + html_escape(label) + "</h2>" + notes_html(run);
+  std::string h =
+      "<section class=\"run\" id=\"run-" + n + "\"><h2>" + html_escape(label) + "</h2>" + notes_html(run);
   h += "<div class=\"grid2\"><div><h3>Where and how it ran</h3>" + run_info_table(run) + "</div>";
   h += "<div><h3>Confusion matrix (validation)</h3>";
-  h += run.confusion.empty() ? "<p class=\"muted\">not written yet: the run has not reached its final evaluation</p>"
-                             : confusion_html(run.confusion, "confusion-matrix-" + n);
+  h += run.confusion.empty()
+           ? "<p class=\"muted\">not written yet: the run has not reached its final evaluation</p>"
+           : confusion_html(run.confusion, "confusion-matrix-" + n);
   h += "</div></div>";
   h += "<h3>Worst validation predictions (highest loss)</h3>";
   if (run.predictions.empty()) {
@@ -130,22 +132,25 @@ std::filesystem::file_time_type recipe_mtime(const std::string& run_dir) {
 }  // namespace
 
 std::string render_report(const ReportOptions& options, const Registries& registries) {
-  if (options.run_dirs.empty()) throw UserError("engine report: give at least one run directory, e.g. runs/<run.name>");
+  if (options.run_dirs.empty())
+    throw UserError("engine report: give at least one run directory, e.g. runs/<run.name>");
   std::vector<RunData> runs;
   for (const auto& d : options.run_dirs) runs.push_back(read_run_dir(d));
   const auto labels = run_labels(runs);
   std::string title;
   for (size_t i = 0; i < labels.size(); ++i) title += (i ? " vs " : "") + labels[i];
 
-  std::string h = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-                  "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\"><title>engine report: " +
-                  html_escape(title) + "</title><style>" + kStyle + "</style>" + kErrorProbe + "</head><body>";
+  std::string h =
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+      "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\"><title>engine report: " +
+      html_escape(title) + "</title><style>" + kStyle + "</style>" + kErrorProbe + "</head><body>";
   h += "<header><h1>engine report: " + html_escape(title) + "</h1><p>written " + utc_now() + " by engine " +
        html_escape(engine_version()) + " (git " + html_escape(git_revision()) + ") from " +
        std::to_string(runs.size()) + " run director" + (runs.size() == 1 ? "y" : "ies") + "</p></header>";
   h += "<nav><a href=\"#overview-section\">overview</a><a href=\"#curves\">curves</a>";
   if (runs.size() > 1) h += "<a href=\"#recipe-differences\">recipe differences</a>";
-  for (size_t r = 0; r < runs.size(); ++r) h += "<a href=\"#run-" + std::to_string(r) + "\">" + html_escape(labels[r]) + "</a>";
+  for (size_t r = 0; r < runs.size(); ++r)
+    h += "<a href=\"#run-" + std::to_string(r) + "\">" + html_escape(labels[r]) + "</a>";
   h += "</nav><main>";
 
   h += "<section id=\"overview-section\"><h2>Overview</h2>";
@@ -162,14 +167,16 @@ std::string render_report(const ReportOptions& options, const Registries& regist
   h += "</div></section>";
 
   if (runs.size() > 1)
-    h += "<section id=\"recipe-differences\"><h2>Recipe differences</h2>" + recipe_diff_html(runs, labels) + "</section>";
+    h += "<section id=\"recipe-differences\"><h2>Recipe differences</h2>" + recipe_diff_html(runs, labels) +
+         "</section>";
   for (size_t r = 0; r < runs.size(); ++r) {
     RunData& run = runs[r];
     if (runs.size() == 1) run.notes.clear();  // already shown in the overview
     h += run_section(run, labels[r], r, registries, options.top_losses);
   }
-  h += "</main><footer>engine report " + html_escape(engine_version()) + " · git " + html_escape(git_revision()) +
-       " · report made on " + html_escape(describe_machine()) + "</footer>" + kDoneProbe + "</body></html>\n";
+  h += "</main><footer>engine report " + html_escape(engine_version()) + " · git " +
+       html_escape(git_revision()) + " · report made on " + html_escape(describe_machine()) + "</footer>" +
+       kDoneProbe + "</body></html>\n";
   return h;
 }
 
@@ -178,14 +185,18 @@ std::string write_report(const ReportOptions& options, const Registries& registr
   const std::string out = options.output.empty() ? options.run_dirs.at(0) + "/report.html" : options.output;
   const auto parent = std::filesystem::path(out).parent_path();
   if (!parent.empty() && !std::filesystem::is_directory(parent))
-    throw UserError(out + ": the directory " + parent.string() + " does not exist (create it, or give -o another path)");
+    throw UserError(out + ": the directory " + parent.string() +
+                    " does not exist (create it, or give -o another path)");
   write_file_atomic(out, html);
   return out;
 }
 
 ReportAtExit::ReportAtExit(const Registries& registries, std::string run_dir, const Accelerator& accelerator)
-    : registries_(registries), run_dir_(std::move(run_dir)), accelerator_(accelerator),
-      uncaught_at_start_(std::uncaught_exceptions()), recipe_written_(recipe_mtime(run_dir_)) {}
+    : registries_(registries),
+      run_dir_(std::move(run_dir)),
+      accelerator_(accelerator),
+      uncaught_at_start_(std::uncaught_exceptions()),
+      recipe_written_(recipe_mtime(run_dir_)) {}
 
 ReportAtExit::~ReportAtExit() {
   if (!accelerator_.is_main()) return;
@@ -195,13 +206,18 @@ ReportAtExit::~ReportAtExit() {
   if (written == std::filesystem::file_time_type::min() || written == recipe_written_) return;
   const bool failed = std::uncaught_exceptions() > uncaught_at_start_;
   try {
-    write_run_info(run_dir_, accelerator_, preemption::requested() ? "preempted" : failed ? "failed" : "finished");
+    write_run_info(run_dir_, accelerator_,
+                   preemption::requested() ? "preempted"
+                   : failed                ? "failed"
+                                           : "finished");
     ReportOptions options;
     options.run_dirs = {run_dir_};
     std::printf("  report: %s\n", write_report(options, registries_).c_str());
     std::fflush(stdout);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "warning: the run's report could not be written (the run itself is unaffected): %s\n", e.what());
+    std::fprintf(stderr,
+                 "warning: the run's report could not be written (the run itself is unaffected): %s\n",
+                 e.what());
   } catch (...) {
     std::fprintf(stderr, "warning: the run's report could not be written (the run itself is unaffected)\n");
   }

@@ -53,7 +53,8 @@ class ReportAtExit {
   std::string run_dir_;
   const Accelerator& accelerator_;
   int uncaught_at_start_;
-  std::filesystem::file_time_type recipe_written_;  // recipe.resolved.toml's mtime before the run (min() = none)
+  std::filesystem::file_time_type
+      recipe_written_;  // recipe.resolved.toml's mtime before the run (min() = none)
 };
 
 }  // namespace engine::report

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "engine/core/errors.h"
+#include "engine/report/eval_files.h"
 
 namespace engine::report {
 
@@ -41,8 +42,10 @@ std::string quote_non_finite(const std::string& line) {
     const char c = line[i];
     if (in_string) {
       out += c;
-      if (c == '\\' && i + 1 < line.size()) out += line[++i];
-      else if (c == '"') in_string = false;
+      if (c == '\\' && i + 1 < line.size())
+        out += line[++i];
+      else if (c == '"')
+        in_string = false;
       continue;
     }
     if (c == '"') {
@@ -79,55 +82,17 @@ bool number(const json& v, double& out) {
   }
   if (v.is_string()) {
     const auto& s = v.get_ref<const std::string&>();
-    if (s == "NaN" || s == "nan") out = kNaN;
-    else if (s == "Infinity" || s == "inf") out = std::numeric_limits<double>::infinity();
-    else if (s == "-Infinity" || s == "-inf") out = -std::numeric_limits<double>::infinity();
-    else return false;
+    if (s == "NaN" || s == "nan")
+      out = kNaN;
+    else if (s == "Infinity" || s == "inf")
+      out = std::numeric_limits<double>::infinity();
+    else if (s == "-Infinity" || s == "-inf")
+      out = -std::numeric_limits<double>::infinity();
+    else
+      return false;
     return true;
   }
   return false;
-}
-
-// RFC 4180 rows read one at a time (quoted fields may hold commas, "" and line breaks): a
-// valid_predictions.csv of 50,000 samples x 1,000 classes is never held in memory at once.
-bool next_csv_row(std::istream& in, std::vector<std::string>& row) {
-  row.clear();
-  std::string line;
-  if (!std::getline(in, line)) return false;
-  std::string field;
-  bool quoted = false;
-  for (size_t i = 0;; ++i) {
-    if (i == line.size()) {
-      if (quoted && std::getline(in, line)) {  // a line break inside quotes
-        field += '\n';
-        i = static_cast<size_t>(-1);
-        continue;
-      }
-      break;
-    }
-    const char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') field += line[++i];
-      else if (c == '"') quoted = false;
-      else field += c;
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      row.push_back(std::move(field));
-      field.clear();
-    } else if (c != '\r') {
-      field += c;
-    }
-  }
-  row.push_back(std::move(field));
-  return true;
-}
-
-double to_double(const std::string& s) {
-  if (s.empty()) return kNaN;
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);  // also reads "nan", "inf"
-  return end == s.c_str() ? kNaN : v;
 }
 
 // A resumed run logs again from where it resumed: a record repeating an epoch (or going back in
@@ -159,7 +124,8 @@ void read_metrics(RunData& run) {
     bool is_step = false;
     if (!parse_metrics_line(line, r, is_step)) {
       if (in.peek() == EOF && !ends_with_newline)
-        run.notes.push_back("metrics.jsonl: the last line is incomplete (the run was killed while writing it): skipped");
+        run.notes.push_back(
+            "metrics.jsonl: the last line is incomplete (the run was killed while writing it): skipped");
       else
         ++bad;
       continue;
@@ -191,99 +157,6 @@ void read_classes(RunData& run) {
   if (!j.is_array()) return;
   for (const auto& v : j)
     if (v.is_string()) run.classes.push_back(v.get<std::string>());
-}
-
-void read_predictions(RunData& run) {
-  std::ifstream in(run.dir + "/valid_predictions.csv");
-  std::vector<std::string> header, row;
-  if (!in || !next_csv_row(in, header)) return;
-  auto column = [&](const std::string& name) -> int {
-    auto it = std::find(header.begin(), header.end(), name);
-    return it == header.end() ? -1 : static_cast<int>(it - header.begin());
-  };
-  const int ci = column("index"), cn = column("name"), cl = column("label"), cp = column("prediction"),
-            cpr = column("probability"), closs = column("loss");
-  if (ci < 0 || cl < 0 || cp < 0 || closs < 0) {
-    run.notes.push_back("valid_predictions.csv lacks index/label/prediction/loss columns: ignored");
-    return;
-  }
-  std::map<std::string, size_t> prob_column;  // class name -> its p_<name> column
-  for (size_t c = 0; c < header.size(); ++c)
-    if (header[c].rfind("p_", 0) == 0) prob_column[header[c].substr(2)] = c;
-  int64_t bad = 0;
-  while (next_csv_row(in, row)) {
-    if (row.size() == 1 && row[0].empty()) continue;
-    if (row.size() != header.size()) {
-      ++bad;  // a torn or hand-edited row
-      continue;
-    }
-    PredictionRow p;
-    p.index = static_cast<int64_t>(to_double(row[static_cast<size_t>(ci)]));
-    if (cn >= 0) p.name = row[static_cast<size_t>(cn)];
-    p.label = row[static_cast<size_t>(cl)];
-    p.prediction = row[static_cast<size_t>(cp)];
-    p.probability = cpr >= 0 ? to_double(row[static_cast<size_t>(cpr)]) : kNaN;
-    p.loss = to_double(row[static_cast<size_t>(closs)]);
-    auto pc = prob_column.find(p.label);
-    p.true_probability = pc != prob_column.end() ? to_double(row[pc->second]) : kNaN;
-    run.predictions.push_back(std::move(p));
-  }
-  if (bad > 0) run.notes.push_back("valid_predictions.csv: " + std::to_string(bad) + " malformed row(s) skipped");
-}
-
-void read_confusion(RunData& run) {
-  std::string text;
-  if (read_file(run.dir + "/confusion_matrix.json", text)) {
-    json j = json::parse(text, nullptr, false);
-    if (j.is_object() && j.contains("counts") && j["counts"].is_array()) {
-      ConfusionData c;
-      if (j.contains("class_names"))
-        for (const auto& n : j["class_names"]) c.names.push_back(n.is_string() ? n.get<std::string>() : n.dump());
-      for (const auto& row : j["counts"]) {
-        std::vector<double> r;
-        for (const auto& v : row) r.push_back(v.is_number() ? v.get<double>() : 0.0);
-        c.counts.push_back(std::move(r));
-      }
-      c.source = "confusion_matrix.json";
-      run.confusion = std::move(c);
-      return;
-    }
-  }
-  if (std::ifstream in(run.dir + "/confusion_matrix.csv"); in) {
-    std::vector<std::vector<std::string>> rows;
-    for (std::vector<std::string> row; next_csv_row(in, row);) rows.push_back(row);
-    if (rows.size() >= 2) {
-      ConfusionData c;
-      c.names.assign(rows[0].begin() + 1, rows[0].end());
-      for (size_t r = 1; r < rows.size(); ++r) {
-        std::vector<double> v;
-        for (size_t k = 1; k < rows[r].size(); ++k) v.push_back(to_double(rows[r][k]));
-        c.counts.push_back(std::move(v));
-      }
-      c.source = "confusion_matrix.csv";
-      run.confusion = std::move(c);
-      return;
-    }
-  }
-  // No matrix file (older run, or one killed before its final evaluation): count it from the
-  // per-sample rows when they exist.
-  if (run.predictions.empty()) return;
-  ConfusionData c;
-  c.names = run.classes;
-  auto index_of = [&](const std::string& name) -> int {
-    auto it = std::find(c.names.begin(), c.names.end(), name);
-    if (it != c.names.end()) return static_cast<int>(it - c.names.begin());
-    c.names.push_back(name);
-    return static_cast<int>(c.names.size() - 1);
-  };
-  std::vector<std::pair<int, int>> pairs;
-  for (const auto& p : run.predictions)
-    if (!p.label.empty()) pairs.emplace_back(index_of(p.label), index_of(p.prediction));
-  if (pairs.empty()) return;
-  c.counts.assign(c.names.size(), std::vector<double>(c.names.size(), 0.0));
-  for (auto [t, p] : pairs) c.counts[static_cast<size_t>(t)][static_cast<size_t>(p)] += 1;
-  c.source = "valid_predictions.csv";
-  run.confusion = std::move(c);
 }
 
 void flatten_json(const json& j, const std::string& prefix, std::map<std::string, std::string>& out) {
@@ -327,9 +200,12 @@ bool parse_metrics_line(const std::string& line, MetricRecord& record, bool& is_
     if (k == "type" || k == "batch") continue;
     double d;
     if (!number(v, d)) continue;
-    if (k == "epoch") record.epoch = d;
-    else if (k == "step") record.step = d;
-    else record.values[k] = d;
+    if (k == "epoch")
+      record.epoch = d;
+    else if (k == "step")
+      record.step = d;
+    else
+      record.values[k] = d;
   }
   return true;
 }
@@ -363,12 +239,17 @@ bool RunData::has_non_finite() const {
 RunData read_run_dir(const std::string& dir) {
   RunData run;
   run.dir = dir;
-  const bool has_recipe = fs::exists(dir + "/recipe.resolved.toml"), has_metrics = fs::exists(dir + "/metrics.jsonl");
+  const bool has_recipe = fs::exists(dir + "/recipe.resolved.toml"),
+             has_metrics = fs::exists(dir + "/metrics.jsonl");
   if (!fs::is_directory(dir) || (!has_recipe && !has_metrics))
-    throw UserError(dir + ": not a run directory (expected recipe.resolved.toml or metrics.jsonl, which `engine run` "
-                    "writes there). Give the run's output_dir, e.g. runs/<run.name>");
-  if (has_recipe) read_file(dir + "/recipe.resolved.toml", run.recipe_toml);
-  else run.notes.push_back("no recipe.resolved.toml: the recipe and the sample thumbnails cannot be shown");
+    throw UserError(
+        dir +
+        ": not a run directory (expected recipe.resolved.toml or metrics.jsonl, which `engine run` "
+        "writes there). Give the run's output_dir, e.g. runs/<run.name>");
+  if (has_recipe)
+    read_file(dir + "/recipe.resolved.toml", run.recipe_toml);
+  else
+    run.notes.push_back("no recipe.resolved.toml: the recipe and the sample thumbnails cannot be shown");
   run.name = run_name(run);
   read_metrics(run);
   read_summary(run);
@@ -385,7 +266,8 @@ RunData read_run_dir(const std::string& dir) {
     }
     run.notes.push_back(what);
   }
-  if (run.has_non_finite()) run.notes.push_back("some logged values are NaN or infinite (marked x on the charts)");
+  if (run.has_non_finite())
+    run.notes.push_back("some logged values are NaN or infinite (marked x on the charts)");
   return run;
 }
 

@@ -40,24 +40,24 @@ struct PredictionRow {
 };
 
 struct ConfusionData {
-  std::vector<std::string> names;            // class names, indexed by class
-  std::vector<std::vector<double>> counts;   // [true][predicted]
-  std::string source;                        // file it came from
+  std::vector<std::string> names;           // class names, indexed by class
+  std::vector<std::vector<double>> counts;  // [true][predicted]
+  std::string source;                       // file it came from
   bool empty() const { return counts.empty(); }
 };
 
 struct RunData {
   std::string dir;
-  std::string name;                          // [run] name, else the directory's name
-  std::string recipe_toml;                   // "" when recipe.resolved.toml is missing
+  std::string name;         // [run] name, else the directory's name
+  std::string recipe_toml;  // "" when recipe.resolved.toml is missing
   std::vector<MetricRecord> epochs, steps;
   std::map<std::string, double> summary;
-  bool finished = false;                     // summary.json exists
+  bool finished = false;  // summary.json exists
   std::vector<std::string> classes;
   ConfusionData confusion;
   std::vector<PredictionRow> predictions;
-  std::map<std::string, std::string> info;   // run_info.json, flattened to text
-  std::vector<std::string> notes;            // what is missing or odd, shown with the run
+  std::map<std::string, std::string> info;  // run_info.json, flattened to text
+  std::vector<std::string> notes;           // what is missing or odd, shown with the run
 
   /// Sum of the epochs' "seconds": training + evaluation wall time (NaN with no epoch).
   double wall_seconds() const;

@@ -11,8 +11,8 @@
 #include <thread>
 
 #include "engine/accelerator/accelerator.h"
-#include "engine/io/atomic_file.h"
 #include "engine/core/version.h"
+#include "engine/io/atomic_file.h"
 
 namespace engine::report {
 

@@ -19,11 +19,13 @@ bool lower_is_better(const std::string& key) {
 
 // TOML strings come back quoted from flatten_toml ('bf16'): a table shows the bare text.
 std::string unquote(const std::string& v) {
-  if (v.size() >= 2 && (v.front() == '\'' || v.front() == '"') && v.back() == v.front()) return v.substr(1, v.size() - 2);
+  if (v.size() >= 2 && (v.front() == '\'' || v.front() == '"') && v.back() == v.front())
+    return v.substr(1, v.size() - 2);
   return v;
 }
 
-std::string lookup(const std::map<std::string, std::string>& m, const std::string& key, const std::string& fallback = "") {
+std::string lookup(const std::map<std::string, std::string>& m, const std::string& key,
+                   const std::string& fallback = "") {
   auto it = m.find(key);
   return it == m.end() ? fallback : unquote(it->second);
 }
@@ -31,10 +33,14 @@ std::string lookup(const std::map<std::string, std::string>& m, const std::strin
 std::string status_html(const RunData& run) {
   std::vector<std::pair<std::string, std::string>> tags;  // text, class
   const std::string ended = lookup(run.info, "status");
-  if (ended == "failed") tags.emplace_back("failed", "bad");
-  else if (ended == "preempted") tags.emplace_back("preempted (resumable)", "warn");
-  else if (run.finished) tags.emplace_back("finished", "good");
-  else tags.emplace_back("partial", "warn");
+  if (ended == "failed")
+    tags.emplace_back("failed", "bad");
+  else if (ended == "preempted")
+    tags.emplace_back("preempted (resumable)", "warn");
+  else if (run.finished)
+    tags.emplace_back("finished", "good");
+  else
+    tags.emplace_back("partial", "warn");
   if (run.has_non_finite()) tags.emplace_back("NaN/inf", "bad");
   std::string out;
   for (const auto& [t, c] : tags) out += "<span class=\"tag " + c + "\">" + t + "</span> ";
@@ -63,8 +69,10 @@ std::string td(const std::string& html, const std::string& cls = "") {
 
 std::string overview_table(const std::vector<RunData>& runs, const std::vector<std::string>& labels) {
   const auto keys = metric_keys(runs);
-  std::string h = "<table id=\"overview\" class=\"data\"><thead><tr><th>run</th><th>status</th><th>epochs</th><th>steps</th>"
-                  "<th>wall time</th><th>images/s</th>";
+  std::string h =
+      "<table id=\"overview\" "
+      "class=\"data\"><thead><tr><th>run</th><th>status</th><th>epochs</th><th>steps</th>"
+      "<th>wall time</th><th>images/s</th>";
   for (const auto& k : keys) h += "<th>" + html_escape(k) + "<br><small>last (best @ epoch)</small></th>";
   h += "</tr></thead><tbody>";
   for (size_t r = 0; r < runs.size(); ++r) {
@@ -73,9 +81,10 @@ std::string overview_table(const std::vector<RunData>& runs, const std::vector<s
     for (const auto* records : {&run.epochs, &run.steps})
       for (const auto& e : *records) step = std::max(step, e.step);
     if (!run.epochs.empty())
-      if (auto it = run.epochs.back().values.find("images_per_s"); it != run.epochs.back().values.end()) ips = it->second;
-    h += "<tr><th><a href=\"#run-" + std::to_string(r) + "\">" + html_escape(labels[r]) + "</a></th>" + td(status_html(run)) +
-         td(run.epochs.empty() ? "0" : format_value(run.epochs.back().epoch), "num") +
+      if (auto it = run.epochs.back().values.find("images_per_s"); it != run.epochs.back().values.end())
+        ips = it->second;
+    h += "<tr><th><a href=\"#run-" + std::to_string(r) + "\">" + html_escape(labels[r]) + "</a></th>" +
+         td(status_html(run)) + td(run.epochs.empty() ? "0" : format_value(run.epochs.back().epoch), "num") +
          td(step < 0 ? "?" : format_value(step), "num") + td(format_duration(run.wall_seconds()), "num") +
          td(std::isnan(ips) ? "" : format_value(std::round(ips)), "num");
     for (const auto& k : keys) {
@@ -95,8 +104,10 @@ std::string overview_table(const std::vector<RunData>& runs, const std::vector<s
         h += td("");
         continue;
       }
-      std::string cell = "<span class=\"" + std::string(std::isfinite(last) ? "" : "bad") + "\">" + format_value(last) + "</span>";
-      if (!std::isnan(best) && best != last) cell += " <small>(" + format_value(best) + " @ " + format_value(best_epoch) + ")</small>";
+      std::string cell = "<span class=\"" + std::string(std::isfinite(last) ? "" : "bad") + "\">" +
+                         format_value(last) + "</span>";
+      if (!std::isnan(best) && best != last)
+        cell += " <small>(" + format_value(best) + " @ " + format_value(best_epoch) + ")</small>";
       h += td(cell, "num");
     }
     h += "</tr>";
@@ -108,18 +119,27 @@ std::string run_info_table(const RunData& run) {
   const auto recipe = flatten_toml(run.recipe_toml);
   const auto& info = run.info;
   const bool recorded = !info.empty();
-  const std::string not_recorded = "<span class=\"muted\">not recorded (run_info.json is written when `engine run` ends)</span>";
-  auto row = [](const std::string& k, const std::string& v) { return "<tr><th>" + k + "</th><td>" + v + "</td></tr>"; };
+  const std::string not_recorded =
+      "<span class=\"muted\">not recorded (run_info.json is written when `engine run` ends)</span>";
+  auto row = [](const std::string& k, const std::string& v) {
+    return "<tr><th>" + k + "</th><td>" + v + "</td></tr>";
+  };
   std::string h = "<table class=\"run-info\">";
   h += row("directory", "<code>" + html_escape(run.dir) + "</code>");
-  h += row("status", status_html(run) + html_escape(recorded ? "(" + lookup(info, "status") + " " + lookup(info, "ended_at") + ")" : ""));
+  h += row("status", status_html(run) + html_escape(recorded ? "(" + lookup(info, "status") + " " +
+                                                                   lookup(info, "ended_at") + ")"
+                                                             : ""));
   const std::string world = lookup(info, "world_size");
-  h += row("world size", recorded ? html_escape(world) + (world == "1" ? " process" : " processes") : not_recorded);
-  h += row("accelerator", recorded ? html_escape(lookup(info, "accelerator")) : html_escape("device " + lookup(recipe, "accelerator.device", "?")));
-  h += row("precision", html_escape(lookup(info, "mixed_precision", lookup(recipe, "accelerator.mixed_precision", "?"))));
+  h += row("world size",
+           recorded ? html_escape(world) + (world == "1" ? " process" : " processes") : not_recorded);
+  h += row("accelerator", recorded ? html_escape(lookup(info, "accelerator"))
+                                   : html_escape("device " + lookup(recipe, "accelerator.device", "?")));
+  h += row("precision",
+           html_escape(lookup(info, "mixed_precision", lookup(recipe, "accelerator.mixed_precision", "?"))));
   std::string batch = lookup(recipe, "data.batch_size", "?") + " per process";
   if (recorded && world != "1" && !world.empty()) batch += " x " + world;
-  if (lookup(recipe, "train.accumulate_steps", "1") != "1") batch += " x " + lookup(recipe, "train.accumulate_steps") + " accumulated";
+  if (lookup(recipe, "train.accumulate_steps", "1") != "1")
+    batch += " x " + lookup(recipe, "train.accumulate_steps") + " accumulated";
   h += row("batch", html_escape(batch));
   h += row("model", html_escape(lookup(recipe, "model.name", "?")));
   std::string data = lookup(recipe, "data.dataset.name", "?");
@@ -132,8 +152,9 @@ std::string run_info_table(const RunData& run) {
     if (auto v = lookup(info, "machine.cores"); !v.empty()) m += ", " + v + " cores";
     if (auto v = lookup(info, "machine.memory_gib"); !v.empty()) m += ", " + v + " GiB";
     h += row("machine", html_escape(m));
-    h += row("engine", html_escape(lookup(info, "engine_version") + ", git " + lookup(info, "git_revision") + ", " +
-                                   lookup(info, "build_type") + ", LibTorch " + lookup(info, "torch_version")));
+    h += row("engine",
+             html_escape(lookup(info, "engine_version") + ", git " + lookup(info, "git_revision") + ", " +
+                         lookup(info, "build_type") + ", LibTorch " + lookup(info, "torch_version")));
   } else {
     h += row("machine, engine build", not_recorded);
   }
@@ -158,8 +179,9 @@ std::string confusion_html(const ConfusionData& c, const std::string& id) {
     std::snprintf(buf, sizeof buf, "%.4f", a / b);
     return std::string(buf);
   };
-  std::string h = "<table class=\"confusion-matrix\" id=\"" + html_escape(id) + "\"><caption>" + format_value(total) +
-                  " validation samples, accuracy " + ratio(correct, total) + " <small>(from " + html_escape(c.source) +
+  std::string h = "<table class=\"confusion-matrix\" id=\"" + html_escape(id) + "\"><caption>" +
+                  format_value(total) + " validation samples, accuracy " + ratio(correct, total) +
+                  " <small>(from " + html_escape(c.source) +
                   ")</small></caption><thead><tr><th class=\"corner\">true \\ predicted</th>";
   for (size_t p = 0; p < n; ++p) h += "<th>" + name(p) + "</th>";
   h += "<th class=\"pr\">recall</th><th class=\"pr\">support</th></tr></thead><tbody>";
@@ -172,16 +194,18 @@ std::string confusion_html(const ConfusionData& c, const std::string& id) {
       // percent already shows: those are the cells a reader is looking for.
       const double alpha = v == 0 ? 0 : t == p ? 0.15 + 0.85 * share : std::min(1.0, 0.15 + 3 * share);
       char style[96];
-      std::snprintf(style, sizeof style, "background:rgba(%s,%.2f);color:%s", t == p ? "31,119,180" : "214,39,40", alpha,
-                    alpha > 0.55 ? "#fff" : "#222");
-      h += "<td style=\"" + std::string(style) + "\" title=\"true " + name(t) + ", predicted " + name(p) + ": " +
-           format_value(v) + " (" + format_value(share * 100) + "% of " + name(t) + ")\">" + format_value(v) + "</td>";
+      std::snprintf(style, sizeof style, "background:rgba(%s,%.2f);color:%s",
+                    t == p ? "31,119,180" : "214,39,40", alpha, alpha > 0.55 ? "#fff" : "#222");
+      h += "<td style=\"" + std::string(style) + "\" title=\"true " + name(t) + ", predicted " + name(p) +
+           ": " + format_value(v) + " (" + format_value(share * 100) + "% of " + name(t) + ")\">" +
+           format_value(v) + "</td>";
     }
-    h += "<td class=\"pr\">" + ratio(c.counts[t].size() > t ? c.counts[t][t] : 0, support[t]) + "</td><td class=\"pr\">" +
-         format_value(support[t]) + "</td></tr>";
+    h += "<td class=\"pr\">" + ratio(c.counts[t].size() > t ? c.counts[t][t] : 0, support[t]) +
+         "</td><td class=\"pr\">" + format_value(support[t]) + "</td></tr>";
   }
   h += "<tr class=\"pr\"><th>precision</th>";
-  for (size_t p = 0; p < n; ++p) h += "<td>" + ratio(p < c.counts[p].size() ? c.counts[p][p] : 0, predicted[p]) + "</td>";
+  for (size_t p = 0; p < n; ++p)
+    h += "<td>" + ratio(p < c.counts[p].size() ? c.counts[p][p] : 0, predicted[p]) + "</td>";
   h += "<td></td><td></td></tr></tbody></table>";
 
   struct Pair {
@@ -196,7 +220,8 @@ std::string confusion_html(const ConfusionData& c, const std::string& id) {
   if (!pairs.empty()) {
     h += "<p class=\"confused\">Most confused (true → predicted): ";
     for (size_t i = 0; i < pairs.size() && i < 5; ++i)
-      h += (i ? ", " : "") + name(pairs[i].t) + " → " + name(pairs[i].p) + " <b>" + format_value(pairs[i].count) + "</b>";
+      h += (i ? ", " : "") + name(pairs[i].t) + " → " + name(pairs[i].p) + " <b>" +
+           format_value(pairs[i].count) + "</b>";
     h += "</p>";
   }
   return h;
@@ -212,13 +237,17 @@ std::string top_losses_html(const WorstPredictions& worst, const std::string& id
     const bool wrong = r.label != r.prediction;
     h += "<figure class=\"top-loss" + std::string(wrong ? " wrong" : "") + "\">";
     if (!t.png.empty())
-      h += "<img src=\"data:image/png;base64," + base64(t.png) + "\" alt=\"validation sample " + std::to_string(r.index) + "\">";
+      h += "<img src=\"data:image/png;base64," + base64(t.png) + "\" alt=\"validation sample " +
+           std::to_string(r.index) + "\">";
     else
       h += "<div class=\"no-image\">no image</div>";
-    h += "<figcaption><b>#" + std::to_string(++rank) + "</b> true <b>" + html_escape(r.label) + "</b> → pred <b class=\"" +
-         (wrong ? "bad" : "good") + "\">" + html_escape(r.prediction) + "</b><br>p(pred) " + format_value(r.probability) +
-         "<br>p(true) " + format_value(r.true_probability) + "<br>loss " + format_value(r.loss) + "<br><span class=\"muted\">" +
-         html_escape(r.name.empty() ? "index " + std::to_string(r.index) : r.name) + "</span></figcaption></figure>";
+    h += "<figcaption><b>#" + std::to_string(++rank) + "</b> true <b>" + html_escape(r.label) +
+         "</b> → pred <b class=\"" + (wrong ? "bad" : "good") + "\">" + html_escape(r.prediction) +
+         "</b><br>p(pred) " + format_value(r.probability) + "<br>p(true) " +
+         format_value(r.true_probability) + "<br>loss " + format_value(r.loss) +
+         "<br><span class=\"muted\">" +
+         html_escape(r.name.empty() ? "index " + std::to_string(r.index) : r.name) +
+         "</span></figcaption></figure>";
   }
   return h + "</div>";
 }
@@ -237,7 +266,8 @@ std::string recipe_diff_html(const std::vector<RunData>& runs, const std::vector
     h += "</tr>";
   }
   if (rows.empty())
-    h += "<tr><td colspan=\"" + std::to_string(labels.size() + 1) + "\">the resolved recipes are identical</td></tr>";
+    h += "<tr><td colspan=\"" + std::to_string(labels.size() + 1) +
+         "\">the resolved recipes are identical</td></tr>";
   return h + "</tbody></table>";
 }
 

@@ -24,17 +24,23 @@ std::string tick_label(double v) {
   if (v == 0) return "0";
   char buf[32];
   const double a = std::fabs(v);
-  if (a >= 1e5 || a < 1e-4) std::snprintf(buf, sizeof buf, "%.0e", v);
-  else std::snprintf(buf, sizeof buf, "%.4g", v);
+  if (a >= 1e5 || a < 1e-4)
+    std::snprintf(buf, sizeof buf, "%.0e", v);
+  else
+    std::snprintf(buf, sizeof buf, "%.4g", v);
   return buf;
 }
 
 const char* dash_array(int dash) {
   switch (dash % 4) {
-    case 1: return "7 4";
-    case 2: return "2 3";
-    case 3: return "8 3 2 3";
-    default: return "";
+    case 1:
+      return "7 4";
+    case 2:
+      return "2 3";
+    case 3:
+      return "8 3 2 3";
+    default:
+      return "";
   }
 }
 
@@ -108,7 +114,8 @@ std::string render_chart(const Chart& chart) {
       if (std::isfinite(v)) finite_y.push_back(v);
   double median = 0;
   if (!finite_y.empty()) {
-    std::nth_element(finite_y.begin(), finite_y.begin() + static_cast<std::ptrdiff_t>(finite_y.size() / 2), finite_y.end());
+    std::nth_element(finite_y.begin(), finite_y.begin() + static_cast<std::ptrdiff_t>(finite_y.size() / 2),
+                     finite_y.end());
     median = finite_y[finite_y.size() / 2];
   }
   y.log = all_positive && !empty && yhi / median > 1e3;
@@ -126,17 +133,19 @@ std::string render_chart(const Chart& chart) {
   }
 
   std::string svg = "<figure class=\"chart-box\"><figcaption>" + html_escape(chart.title) + "</figcaption>";
-  svg += "<svg class=\"chart\" id=\"" + html_escape(chart.id) + "\" viewBox=\"0 0 " + num(kWidth) + " " + num(kHeight) +
-         "\" role=\"img\" aria-label=\"" + html_escape(chart.title) + "\" xmlns=\"http://www.w3.org/2000/svg\">";
-  svg += "<rect class=\"plot\" x=\"" + num(kLeft) + "\" y=\"" + num(kTop) + "\" width=\"" + num(kWidth - kLeft - kRight) +
-         "\" height=\"" + num(kHeight - kTop - kBottom) + "\"/>";
+  svg += "<svg class=\"chart\" id=\"" + html_escape(chart.id) + "\" viewBox=\"0 0 " + num(kWidth) + " " +
+         num(kHeight) + "\" role=\"img\" aria-label=\"" + html_escape(chart.title) +
+         "\" xmlns=\"http://www.w3.org/2000/svg\">";
+  svg += "<rect class=\"plot\" x=\"" + num(kLeft) + "\" y=\"" + num(kTop) + "\" width=\"" +
+         num(kWidth - kLeft - kRight) + "\" height=\"" + num(kHeight - kTop - kBottom) + "\"/>";
 
   // Grid and tick labels.
   for (double t : linear_ticks(x.lo, x.hi, 6, chart.integer_x)) {
     const std::string px = num(x.map(t));
-    svg += "<line class=\"grid\" x1=\"" + px + "\" x2=\"" + px + "\" y1=\"" + num(kTop) + "\" y2=\"" + num(kHeight - kBottom) + "\"/>";
-    svg += "<text class=\"tick\" x=\"" + px + "\" y=\"" + num(kHeight - kBottom + 14) + "\" text-anchor=\"middle\">" +
-           tick_label(t) + "</text>";
+    svg += "<line class=\"grid\" x1=\"" + px + "\" x2=\"" + px + "\" y1=\"" + num(kTop) + "\" y2=\"" +
+           num(kHeight - kBottom) + "\"/>";
+    svg += "<text class=\"tick\" x=\"" + px + "\" y=\"" + num(kHeight - kBottom + 14) +
+           "\" text-anchor=\"middle\">" + tick_label(t) + "</text>";
   }
   std::vector<double> yticks;
   if (y.log) {
@@ -146,14 +155,16 @@ std::string render_chart(const Chart& chart) {
   }
   for (double t : yticks) {
     const std::string py = num(y.map(t));
-    svg += "<line class=\"grid\" x1=\"" + num(kLeft) + "\" x2=\"" + num(kWidth - kRight) + "\" y1=\"" + py + "\" y2=\"" + py + "\"/>";
-    svg += "<text class=\"tick\" x=\"" + num(kLeft - 6) + "\" y=\"" + num(y.map(t) + 4) + "\" text-anchor=\"end\">" +
-           tick_label(t) + "</text>";
+    svg += "<line class=\"grid\" x1=\"" + num(kLeft) + "\" x2=\"" + num(kWidth - kRight) + "\" y1=\"" + py +
+           "\" y2=\"" + py + "\"/>";
+    svg += "<text class=\"tick\" x=\"" + num(kLeft - 6) + "\" y=\"" + num(y.map(t) + 4) +
+           "\" text-anchor=\"end\">" + tick_label(t) + "</text>";
   }
-  svg += "<text class=\"axis-label\" x=\"" + num((kLeft + kWidth - kRight) / 2) + "\" y=\"" + num(kHeight - 6) +
-         "\" text-anchor=\"middle\">" + html_escape(chart.x_label) + "</text>";
+  svg += "<text class=\"axis-label\" x=\"" + num((kLeft + kWidth - kRight) / 2) + "\" y=\"" +
+         num(kHeight - 6) + "\" text-anchor=\"middle\">" + html_escape(chart.x_label) + "</text>";
   svg += "<text class=\"axis-label\" transform=\"translate(14," + num((kTop + kHeight - kBottom) / 2) +
-         ") rotate(-90)\" text-anchor=\"middle\">" + html_escape(chart.y_label + (y.log ? " (log scale)" : "")) + "</text>";
+         ") rotate(-90)\" text-anchor=\"middle\">" +
+         html_escape(chart.y_label + (y.log ? " (log scale)" : "")) + "</text>";
 
   // Lines, broken at non-finite values; dots with tooltips; red x where a value is NaN/inf.
   for (const auto& s : chart.series) {
@@ -182,9 +193,9 @@ std::string render_chart(const Chart& chart) {
                               format_value(s.x[i]) + ": " + format_value(s.y[i]) + "</title>";
       if (!std::isfinite(s.y[i])) {
         const double px = x.map(s.x[i]), py = kTop + 6;
-        svg += "<g class=\"non-finite\"><path d=\"M" + num(px - 4) + " " + num(py - 4) + "L" + num(px + 4) + " " +
-               num(py + 4) + "M" + num(px - 4) + " " + num(py + 4) + "L" + num(px + 4) + " " + num(py - 4) + "\"/>" + tip +
-               "</g>";
+        svg += "<g class=\"non-finite\"><path d=\"M" + num(px - 4) + " " + num(py - 4) + "L" + num(px + 4) +
+               " " + num(py + 4) + "M" + num(px - 4) + " " + num(py + 4) + "L" + num(px + 4) + " " +
+               num(py - 4) + "\"/>" + tip + "</g>";
       } else if (markers) {
         svg += "<circle cx=\"" + num(x.map(s.x[i])) + "\" cy=\"" + num(y.map(s.y[i])) + "\" r=\"" +
                (finite_in_series == 1 ? "4" : "2.5") + "\" fill=\"" + color + "\">" + tip + "</circle>";
@@ -192,12 +203,15 @@ std::string render_chart(const Chart& chart) {
     }
   }
   if (empty)
-    svg += "<text class=\"no-data\" x=\"" + num((kLeft + kWidth - kRight) / 2) + "\" y=\"" + num((kTop + kHeight - kBottom) / 2) +
-           "\" text-anchor=\"middle\">" + (non_finite ? "only non-finite values" : "no data yet") + "</text>";
+    svg += "<text class=\"no-data\" x=\"" + num((kLeft + kWidth - kRight) / 2) + "\" y=\"" +
+           num((kTop + kHeight - kBottom) / 2) + "\" text-anchor=\"middle\">" +
+           (non_finite ? "only non-finite values" : "no data yet") + "</text>";
   svg += "</svg><div class=\"legend\">";
   for (const auto& s : chart.series) {
-    svg += "<span><svg width=\"26\" height=\"10\" aria-hidden=\"true\"><line x1=\"1\" y1=\"5\" x2=\"25\" y2=\"5\" stroke=\"" +
-           palette(s.color) + "\" stroke-width=\"2.5\"";
+    svg +=
+        "<span><svg width=\"26\" height=\"10\" aria-hidden=\"true\"><line x1=\"1\" y1=\"5\" x2=\"25\" "
+        "y2=\"5\" stroke=\"" +
+        palette(s.color) + "\" stroke-width=\"2.5\"";
     if (s.dash % 4) svg += std::string(" stroke-dasharray=\"") + dash_array(s.dash) + "\"";
     svg += "/></svg>" + html_escape(s.label) + "</span>";
   }

@@ -16,9 +16,9 @@ struct Series {
 };
 
 struct Chart {
-  std::string id;             // DOM id of the <svg>: links and tests find a chart by it
+  std::string id;  // DOM id of the <svg>: links and tests find a chart by it
   std::string title, x_label, y_label;
-  bool integer_x = false;     // epochs: ticks on whole numbers only
+  bool integer_x = false;  // epochs: ticks on whole numbers only
   std::vector<Series> series;
 };
 

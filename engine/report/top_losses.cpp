@@ -1,11 +1,10 @@
 #include "engine/report/top_losses.h"
 
-#include <opencv2/imgcodecs.hpp>
-#include <opencv2/imgproc.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
 
 #include "engine/core/errors.h"
 #include "engine/recipe/diagnostics.h"
@@ -50,9 +49,12 @@ std::string encode_png(const cv::Mat& image, int max_side) {
     m.convertTo(out, CV_8U, hi <= 1.0 ? 255.0 : 1.0);
     m = out;
   }
-  if (m.channels() == 3) cv::cvtColor(m, m, cv::COLOR_RGB2BGR);        // datasets hand out RGB, imencode wants BGR
-  else if (m.channels() == 4) cv::cvtColor(m, m, cv::COLOR_RGBA2BGRA);
-  else if (m.channels() != 1) cv::extractChannel(m, m, 0);
+  if (m.channels() == 3)
+    cv::cvtColor(m, m, cv::COLOR_RGB2BGR);  // datasets hand out RGB, imencode wants BGR
+  else if (m.channels() == 4)
+    cv::cvtColor(m, m, cv::COLOR_RGBA2BGRA);
+  else if (m.channels() != 1)
+    cv::extractChannel(m, m, 0);
   const int side = std::max(m.rows, m.cols);
   if (side > max_side) {
     const double f = static_cast<double>(max_side) / side;
@@ -102,10 +104,12 @@ WorstPredictions worst_predictions(const RunData& run, const Registries& registr
     }
   }
   if (renamed > 0)
-    out.note = std::to_string(renamed) + " sample name(s) differ from the run's: the data changed since the run, " +
+    out.note = std::to_string(renamed) +
+               " sample name(s) differ from the run's: the data changed since the run, " +
                "some images may not be the samples that were evaluated";
   else if (failed > 0)
-    out.note = std::to_string(failed) + " image(s) could not be read from the run's data (" + data->describe() + ")";
+    out.note =
+        std::to_string(failed) + " image(s) could not be read from the run's data (" + data->describe() + ")";
   return out;
 }
 

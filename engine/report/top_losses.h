@@ -4,9 +4,8 @@
 // recipe.resolved.toml (no model, no compute) and read at the indices valid_predictions.csv
 // records. When the data is gone or changed, the rows are still listed and `note` says why the
 // images are missing.
-#include <opencv2/core.hpp>
-
 #include <cstddef>
+#include <opencv2/core.hpp>
 #include <string>
 #include <vector>
 

@@ -76,12 +76,14 @@ std::string engine_out(const std::string& args) {
   return r.output;
 }
 
-// The kind a `name` key names, from its doc line: "... (see `engine list models`)" -> "models".
+// The kind of component a `name` key names, from its doc line: "registered model name (see
+// `engine list models`)" -> "models"; "" for any other key.
 std::string component_kind(const std::map<std::string, Shown>& schema, const std::string& name_key) {
   auto it = schema.find(name_key);
   if (it == schema.end()) return "";
   std::smatch m;
-  return std::regex_search(it->second.doc, m, std::regex(R"(engine list (\w+)`)")) ? m[1].str() : "";
+  const std::regex registered(R"(^registered \w+ name \(see `engine list (\w+)`\))");
+  return std::regex_search(it->second.doc, m, registered) ? m[1].str() : "";
 }
 
 // The recipe as the loader sees it: a `base` recipe's tables with this file's keys merged in, so
@@ -225,7 +227,7 @@ TEST_CASE("the defaults engine list recipe shows are the values the loader fills
   CHECK(compared >= 30);
   for (const char* k : {"run.name", "run.seed", "accelerator.device", "data.batch_size", "data.split.valid_fraction",
                         "train.epochs", "train.metrics", "train.fine_tune.base_lr", "train.ema.decay", "predict.output"})
-    CHECK_MESSAGE(seen.count(k), std::string(k) + " was not compared");
+    CHECK_MESSAGE(seen.count(k), std::string(k) << " was not compared");
 }
 
 TEST_CASE("engine list without a kind points to engine list recipe, and a typo'd kind gets a hint") {

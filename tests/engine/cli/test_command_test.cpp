@@ -109,6 +109,22 @@ TEST_CASE("--record writes the measured value in place, keeps every other byte, 
   CHECK(has(again, "engine test: 1 recipe run, 2 bounds: 2 passed, 0 failed"));
 }
 
+TEST_CASE("--record into a recipe with a base writes the child's own line and leaves the base untouched") {
+  // The shape of tests/recipes/*_quick.toml: a short child of a shipped recipe, with its own [expect].
+  auto base = tiny_recipe("record_base", "\"valid/accuracy\" = { min = 0.0 }\n");
+  const std::string child = std::filesystem::path(base).parent_path().string() + "/child.toml";
+  std::ofstream(child) << "base = \"tiny.toml\"\n[train]\nmax_steps = 1\n[expect]\n" << loss_line;
+  const std::string base_before = read_text(base), child_before = read_text(child);
+  auto res = engine_test(child, "--record");
+  CHECK_MESSAGE(res.exit_code == 0, res.output);
+  CHECK(has(res, "recorded into " + child + " (1 value)"));
+  CHECK(read_text(base) == base_before);
+  const std::string after = read_text(child);
+  CHECK(after != child_before);
+  CHECK(after.find("\"valid/loss\" = { equals = 100.0,") == std::string::npos);
+  CHECK(after.find(", rel = 0.001 }   # baseline: keep this comment\n") != std::string::npos);
+}
+
 TEST_CASE("--record takes no baseline from a run that misses one of its bounds") {
   auto recipe = tiny_recipe("record_fail", loss_line + "\"valid/accuracy\" = { min = 0.999 }\n");
   const std::string before = read_text(recipe);

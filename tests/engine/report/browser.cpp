@@ -14,7 +14,8 @@ namespace {
 std::string flags(const std::string& profile) {
   // What a CI container allows: no sandbox (root), no GPU, nothing fetched, a profile of its own.
   return " --headless --no-sandbox --disable-gpu --no-first-run --disable-background-networking"
-         " --disable-dev-shm-usage --user-data-dir=" + profile + " --enable-logging=stderr --v=0";
+         " --disable-dev-shm-usage --user-data-dir=" +
+         profile + " --enable-logging=stderr --v=0";
 }
 
 }  // namespace
@@ -32,14 +33,15 @@ RenderedPage render_page(const std::string& html_path, const std::string& screen
   if (chromium.empty()) return page;
   const std::string dir = temp_dir("chromium");
   const std::string url = "file://" + std::filesystem::absolute(html_path).string();
-  auto r = run_command("timeout 90 " + chromium + flags(dir + "/profile") + " --dump-dom " + url + " > " + dir +
-                       "/dom.html 2> " + dir + "/log.txt");
+  auto r = run_command("timeout 90 " + chromium + flags(dir + "/profile") + " --dump-dom " + url + " > " +
+                       dir + "/dom.html 2> " + dir + "/log.txt");
   page.exit_code = r.exit_code;
   page.dom = read_text(dir + "/dom.html");
   page.log = read_text(dir + "/log.txt");
   if (!screenshot.empty()) {
-    auto s = run_command("timeout 90 " + chromium + flags(dir + "/profile2") + " --hide-scrollbars --window-size=1280," +
-                         std::to_string(height) + " --screenshot=" + screenshot + " " + url + " 2>> " + dir + "/log.txt");
+    auto s = run_command("timeout 90 " + chromium + flags(dir + "/profile2") +
+                         " --hide-scrollbars --window-size=1280," + std::to_string(height) +
+                         " --screenshot=" + screenshot + " " + url + " 2>> " + dir + "/log.txt");
     if (s.exit_code != 0) page.exit_code = s.exit_code;
     page.log = read_text(dir + "/log.txt");
   }

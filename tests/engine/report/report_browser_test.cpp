@@ -23,11 +23,14 @@ namespace {
 
 size_t count(const std::string& text, const std::string& needle) {
   size_t n = 0;
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size())) ++n;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size()))
+    ++n;
   return n;
 }
 
-bool has(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+bool has(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
 
 std::vector<std::string> lines_of(const std::string& path) {
   std::vector<std::string> out;
@@ -46,7 +49,9 @@ std::string with_raw_value(const std::string& line, const std::string& key, cons
   return line.substr(0, at + k.size()) + raw + line.substr(end);
 }
 
-void write_text(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::trunc) << text; }
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::trunc) << text;
+}
 
 // The run directory's files, without its checkpoints (a report never reads them).
 std::string copy_run(const std::string& from, const std::string& to) {
@@ -76,12 +81,15 @@ void check_renders(const RenderedPage& page, const std::string& what) {
 
 // The real run, once per process: doctest runs the test case's body again for each SUBCASE.
 const CommandResult& real_run(const std::string& dir) {
-  static const CommandResult result = run_command("cd " + source_path("") + " && " + engine_binary() +
-                                                  " run tests/engine/report/report_run.toml --set run.output_dir=" + dir);
+  static const CommandResult result =
+      run_command("cd " + source_path("") + " && " + engine_binary() +
+                  " run tests/engine/report/report_run.toml --set run.output_dir=" + dir);
   return result;
 }
 
-TEST_CASE("engine run writes a report a browser renders, and partial, NaN, one-epoch and compared runs render too") {
+TEST_CASE(
+    "engine run writes a report a browser renders, and partial, NaN, one-epoch and compared runs render "
+    "too") {
   mnist_file("train.csv");
   static const std::string tmp = temp_dir("report");
   const std::string run = tmp + "/run";
@@ -95,20 +103,22 @@ TEST_CASE("engine run writes a report a browser renders, and partial, NaN, one-e
   CHECK(info["mixed_precision"] == "no");
 
   const bool browser = !chromium_binary().empty();
-  if (!browser) MESSAGE("chromium is not installed (tools/test.sh installs it): the browser checks are skipped");
+  if (!browser)
+    MESSAGE("chromium is not installed (tools/test.sh installs it): the browser checks are skipped");
 
   SUBCASE("the finished run: charts, confusion matrix and thumbnails in the DOM, a screenshot") {
     const std::string html = read_text(run + "/report.html");
     CHECK(count(html, "data:image/png;base64,") == 16);  // --top's default
-    CHECK_FALSE(has(html, "http://cdn"));                 // self-contained: nothing fetched
+    CHECK_FALSE(has(html, "http://cdn"));                // self-contained: nothing fetched
     CHECK_FALSE(has(html, "<script src"));
     if (browser) {  // no early return: doctest finds the next SUBCASE only by reaching it
       const char* keep = std::getenv("ENGINE_REPORT_SCREENSHOT");  // e.g. docs/report.png
       const std::string png = keep ? std::string(keep) : tmp + "/report.png";
       auto page = render_page(run + "/report.html", png, 1700);
       check_renders(page, "finished run");
-      for (const char* id : {"chart-loss-step", "chart-metric-accuracy", "chart-metric-error-rate", "chart-lr",
-                             "chart-throughput", "chart-wall-time", "confusion-matrix-0", "top-losses-0"})
+      for (const char* id :
+           {"chart-loss-step", "chart-metric-accuracy", "chart-metric-error-rate", "chart-lr",
+            "chart-throughput", "chart-wall-time", "confusion-matrix-0", "top-losses-0"})
         CHECK_MESSAGE(has(page.dom, std::string("id=\"") + id + "\""), id);
       CHECK(count(page.dom, "<svg class=\"chart\"") >= 7);
       CHECK(count(page.dom, "<figure class=\"top-loss") == 16);
@@ -124,7 +134,8 @@ TEST_CASE("engine run writes a report a browser renders, and partial, NaN, one-e
 
   SUBCASE("a run killed mid-write: no summary, no confusion matrix, a torn last line") {
     const std::string dir = copy_run(run, tmp + "/partial");
-    for (const char* f : {"summary.json", "confusion_matrix.csv", "confusion_matrix.json", "valid_predictions.csv", "run_info.json"})
+    for (const char* f : {"summary.json", "confusion_matrix.csv", "confusion_matrix.json",
+                          "valid_predictions.csv", "run_info.json"})
       fs::remove(dir + "/" + f);
     std::string jsonl = read_text(dir + "/metrics.jsonl");
     write_text(dir + "/metrics.jsonl", jsonl.substr(0, jsonl.size() - 40));  // the last line cut short
@@ -134,7 +145,7 @@ TEST_CASE("engine run writes a report a browser renders, and partial, NaN, one-e
     CHECK(has(html, "partial"));
     CHECK(has(html, "the last line is incomplete"));
     CHECK(has(html, "not recorded"));  // world size: no run_info.json yet
-    if (browser) {  // no early return: doctest finds the next SUBCASE only by reaching it
+    if (browser) {                     // no early return: doctest finds the next SUBCASE only by reaching it
       auto page = render_page(dir + "/report.html");
       check_renders(page, "partial run");
       CHECK_FALSE(has(page.dom, "id=\"confusion-matrix-0\""));
@@ -212,9 +223,11 @@ TEST_CASE("engine run writes a report a browser renders, and partial, NaN, one-e
 TEST_CASE("a run that diverges still leaves its report, marked failed, and still fails (exit 1)") {
   mnist_file("train.csv");
   const std::string run = temp_dir("report_failed") + "/run";
-  auto r = run_command("cd " + source_path("") + " && " + engine_binary() +
-                       " run tests/engine/report/report_run.toml --set optimizer.name=sgd --set optimizer.lr=1e6"
-                       " --set run.output_dir=" + run);
+  auto r =
+      run_command("cd " + source_path("") + " && " + engine_binary() +
+                  " run tests/engine/report/report_run.toml --set optimizer.name=sgd --set optimizer.lr=1e6"
+                  " --set run.output_dir=" +
+                  run);
   CHECK_MESSAGE(r.exit_code == 1, r.output);
   CHECK_MESSAGE(has(r.output, "the run diverged"), r.output);
   CHECK_MESSAGE(has(r.output, "report: " + run + "/report.html"), r.output);
@@ -228,5 +241,6 @@ TEST_CASE("engine report on a directory that is not a run says what it expected 
   const std::string dir = temp_dir("not_a_run");
   auto r = report(dir);
   CHECK(r.exit_code == 2);
-  CHECK_MESSAGE(has(r.output, dir + ": not a run directory (expected recipe.resolved.toml or metrics.jsonl"), r.output);
+  CHECK_MESSAGE(has(r.output, dir + ": not a run directory (expected recipe.resolved.toml or metrics.jsonl"),
+                r.output);
 }

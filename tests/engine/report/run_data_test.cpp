@@ -1,19 +1,19 @@
 // What the report reads from a run directory and how it draws it, without a browser: the log
 // lines real writers produce (nlohmann's null for NaN, Python's bare NaN/Infinity), a run killed
 // mid-line, a resumed run's repeated epochs, recipe differences, charts with non-finite values.
-#include <doctest/doctest.h>
+#include "engine/report/run_data.h"
 
-#include <opencv2/imgcodecs.hpp>
+#include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <opencv2/imgcodecs.hpp>
 
 #include "engine/core/errors.h"
 #include "engine/report/html.h"
 #include "engine/report/recipe_diff.h"
-#include "engine/report/run_data.h"
 #include "engine/report/svg_chart.h"
 #include "engine/report/top_losses.h"
 #include "tests/support/paths.h"
@@ -22,15 +22,21 @@ using namespace engine::report;
 using namespace engine::test;
 
 namespace {
-void write_text(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::trunc) << text; }
-bool has(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::trunc) << text;
+}
+bool has(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
 }  // namespace
 
-TEST_CASE("metrics lines: NaN as null (nlohmann) or bare NaN/Infinity (Python), step lines told from epoch lines") {
+TEST_CASE(
+    "metrics lines: NaN as null (nlohmann) or bare NaN/Infinity (Python), step lines told from epoch lines") {
   MetricRecord r;
   bool step = true;
   REQUIRE(parse_metrics_line(R"({"type":"epoch","epoch":3,"step":36.0,"train/loss":NaN,"valid/loss":null,)"
-                             R"("lr":-Infinity,"valid/accuracy":0.5,"note":"NaN, Infinity"})", r, step));
+                             R"("lr":-Infinity,"valid/accuracy":0.5,"note":"NaN, Infinity"})",
+                             r, step));
   CHECK_FALSE(step);
   CHECK(r.epoch == 3);
   CHECK(r.step == 36);
@@ -39,7 +45,8 @@ TEST_CASE("metrics lines: NaN as null (nlohmann) or bare NaN/Infinity (Python), 
   CHECK(r.values.at("lr") == -INFINITY);
   CHECK(r.values.at("valid/accuracy") == 0.5);
   CHECK(r.values.count("note") == 0);  // a string inside quotes is left alone, and is no value
-  REQUIRE(parse_metrics_line(R"({"type":"step","epoch":1,"batch":4,"step":4,"train/loss":Infinity,"lr":0.001})", r, step));
+  REQUIRE(parse_metrics_line(
+      R"({"type":"step","epoch":1,"batch":4,"step":4,"train/loss":Infinity,"lr":0.001})", r, step));
   CHECK(step);
   CHECK(r.values.at("train/loss") == INFINITY);
   CHECK_FALSE(parse_metrics_line(R"({"type":"epoch","epoch":2,"train/lo)", r, step));
@@ -48,11 +55,13 @@ TEST_CASE("metrics lines: NaN as null (nlohmann) or bare NaN/Infinity (Python), 
 TEST_CASE("a run directory read back: a torn last line skipped, a resumed run's repeated epochs replaced") {
   const std::string dir = temp_dir("run_data");
   write_text(dir + "/recipe.resolved.toml", "[run]\nname = 'killed_run'\n");
-  write_text(dir + "/metrics.jsonl",
-             "{\"type\":\"epoch\",\"epoch\":1,\"step\":10,\"train/loss\":2.0,\"seconds\":3.0}\n"
-             "{\"type\":\"epoch\",\"epoch\":2,\"step\":20,\"train/loss\":1.5,\"seconds\":3.0}\n"
-             "{\"type\":\"epoch\",\"epoch\":2,\"step\":20,\"train/loss\":1.4,\"seconds\":4.0}\n"  // resumed after epoch 1
-             "{\"type\":\"step\",\"epoch\":3,\"step\":22,\"train/lo");
+  write_text(
+      dir + "/metrics.jsonl",
+      "{\"type\":\"epoch\",\"epoch\":1,\"step\":10,\"train/loss\":2.0,\"seconds\":3.0}\n"
+      "{\"type\":\"epoch\",\"epoch\":2,\"step\":20,\"train/loss\":1.5,\"seconds\":3.0}\n"
+      "{\"type\":\"epoch\",\"epoch\":2,\"step\":20,\"train/loss\":1.4,\"seconds\":4.0}\n"  // resumed after
+                                                                                           // epoch 1
+      "{\"type\":\"step\",\"epoch\":3,\"step\":22,\"train/lo");
   RunData run = read_run_dir(dir);
   CHECK(run.name == "killed_run");
   REQUIRE(run.epochs.size() == 2);
@@ -80,10 +89,17 @@ TEST_CASE("a run directory read back: a torn last line skipped, a resumed run's 
 }
 
 TEST_CASE("recipe differences: changed, added and reordered keys, arrays of tables by position") {
-  const std::string a = "[optimizer]\nlr = 0.002\nname = 'adamw'\n[[data.train_transforms]]\nname = 'resize'\nsize = [40, 40]\n";
-  const std::string b = "[optimizer]\nlr = 0.001\nname = 'adamw'\nmomentum = 0.9\n[[data.train_transforms]]\nname = 'resize'\nsize = [32, 32]\n";
+  const std::string a =
+      "[optimizer]\nlr = 0.002\nname = 'adamw'\n[[data.train_transforms]]\nname = 'resize'\nsize = [40, "
+      "40]\n";
+  const std::string b =
+      "[optimizer]\nlr = 0.001\nname = 'adamw'\nmomentum = 0.9\n[[data.train_transforms]]\nname = "
+      "'resize'\nsize = [32, 32]\n";
   auto flat = flatten_toml(a);
   CHECK(flat.at("data.train_transforms[0].name") == "'resize'");
+  CHECK(flat.at("data.train_transforms[0].size") == "[ 40, 40 ]");
+  CHECK(flatten_toml("std = [0.30854]\nmax = 0.8\n").at("max") == "0.8");  // not 0.80000000000000004
+  CHECK(flatten_toml("std = [0.30854]\n").at("std") == "[ 0.30854 ]");
   auto rows = recipe_differences({a, b});
   REQUIRE(rows.size() == 3);
   CHECK(rows[0].key == "data.train_transforms[0].size");
@@ -94,7 +110,8 @@ TEST_CASE("recipe differences: changed, added and reordered keys, arrays of tabl
   CHECK(recipe_differences({a, a}).empty());
 }
 
-TEST_CASE("charts: a lone point is a dot, NaN breaks the line with a red x, an exploding loss gets a log scale") {
+TEST_CASE(
+    "charts: a lone point is a dot, NaN breaks the line with a red x, an exploding loss gets a log scale") {
   Chart c{"chart-test", "t", "epoch", "loss", true, {}};
   c.series.push_back(Series{"train/loss", {1}, {0.5}, 0, 0});
   std::string svg = render_chart(c);

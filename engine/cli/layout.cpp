@@ -1,0 +1,35 @@
+#include "engine/cli/layout.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "engine/core/errors.h"
+
+namespace engine {
+
+Layout choose_layout(int64_t requested, int64_t batch_size, int64_t threads, int cores, int gpus) {
+  Layout l;
+  cores = std::max(1, cores);
+  if (requested > 0) {
+    if (batch_size % requested != 0)
+      throw UserError(fmt::format("accelerator.processes = {} does not divide data.batch_size = {}: each process takes an "
+                                  "equal share of the batch; choose a divisor, or processes = 0 (auto)",
+                                  requested, batch_size));
+    l.processes = static_cast<int>(requested);
+    l.why = "accelerator.processes";
+  } else {
+    constexpr int64_t kMinPerProcess = 8;  // below this a rank's batch is all overhead
+    int p = gpus > 0 ? gpus : static_cast<int>(std::max<int64_t>(1, cores / std::max<int64_t>(1, threads)));
+    while (p > 1 && (batch_size % p != 0 || batch_size / p < kMinPerProcess)) --p;
+    l.processes = p;
+    l.why = gpus > 0 ? fmt::format("auto: one process per GPU ({})", gpus)
+                     : fmt::format("auto: {} usable cores, one process per {}", cores,
+                                   threads > 0 ? fmt::format("{} threads", threads) : std::string("core"));
+  }
+  l.threads = static_cast<int>(threads > 0 ? threads : std::max(1, cores / l.processes));
+  l.batch_per_process = batch_size / l.processes;
+  return l;
+}
+
+}  // namespace engine

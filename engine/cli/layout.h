@@ -1,0 +1,29 @@
+#pragma once
+// The process x thread layout `engine run` picks for itself ([accelerator] processes, 0 = auto),
+// so that the shipped command uses the whole machine without a launcher command line.
+//
+// The layout never changes results: N processes split data.batch_size (each takes batch_size / N),
+// and N ranks x b/N samples average to the same gradients as 1 rank x b (the sampler and the
+// all-reduce make that exact up to float summation order; tests/engine/accelerator). It changes
+// only how fast the same run goes.
+#include <cstdint>
+#include <string>
+
+namespace engine {
+
+struct Layout {
+  int processes = 1;
+  int threads = 1;               // intra-op threads per process
+  int64_t batch_per_process = 0;
+  std::string why;               // one line for the log
+};
+
+/// `requested` processes (0 = auto) for a recipe batch of `batch_size`, on `cores` usable CPU
+/// cores and `gpus` CUDA devices, with `threads` per process requested (0 = cores / processes).
+/// Auto: one process per GPU, or on CPU one process per core with one thread each (measured:
+/// data-parallel processes scale better than intra-op threads on small convolution batches,
+/// bench/RESULTS.md), reduced until the processes divide batch_size with >= 8 samples each.
+/// UserError when an explicit count does not divide batch_size.
+Layout choose_layout(int64_t requested, int64_t batch_size, int64_t threads, int cores, int gpus);
+
+}  // namespace engine

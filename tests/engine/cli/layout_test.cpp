@@ -1,0 +1,58 @@
+// The layout `engine run` picks for itself ([accelerator] processes): how many local processes,
+// threads each, and each one's share of the batch.
+#include <doctest/doctest.h>
+
+#include <sched.h>
+
+#include <algorithm>
+#include <string>
+
+#include "engine/cli/layout.h"
+#include "engine/core/errors.h"
+#include "tests/support/paths.h"
+#include "tests/support/run_command.h"
+
+using namespace engine;
+
+TEST_CASE("auto layout: one process per core, each a whole share of the batch, never under 8 samples") {
+  auto l = choose_layout(0, 64, 0, 2, 0);
+  CHECK(l.processes == 2);
+  CHECK(l.threads == 1);
+  CHECK(l.batch_per_process == 32);
+  CHECK(choose_layout(0, 64, 0, 16, 0).processes == 8);   // 16 cores: 64 / 8 = 8 each, no fewer
+  CHECK(choose_layout(0, 60, 0, 8, 0).processes == 6);    // 8 cores: the largest divisor of 60 up to 8
+  CHECK(choose_layout(0, 60, 0, 8, 0).batch_per_process == 10);
+  CHECK(choose_layout(0, 7, 0, 4, 0).processes == 1);     // a batch too small to split stays in one process
+  CHECK(choose_layout(0, 64, 2, 8, 0).processes == 4);    // threads = 2 asked: 8 cores hold 4 such processes
+  CHECK(choose_layout(0, 64, 2, 8, 0).threads == 2);
+  CHECK(choose_layout(0, 64, 0, 16, 2).processes == 2);   // GPUs: one process per device
+  CHECK(choose_layout(0, 64, 0, 1, 0).processes == 1);
+}
+
+TEST_CASE("an explicit process count must divide the batch") {
+  auto l = choose_layout(4, 64, 0, 2, 0);
+  CHECK(l.processes == 4);
+  CHECK(l.batch_per_process == 16);
+  CHECK(l.threads == 1);
+  CHECK_THROWS_AS(choose_layout(3, 64, 0, 2, 0), UserError);
+}
+
+TEST_CASE("engine run with processes = 0 starts a local DDP job sized to this machine, and says so") {
+  using namespace engine::test;
+  cpu_set_t set;
+  REQUIRE(sched_getaffinity(0, sizeof set, &set) == 0);
+  const int cores = CPU_COUNT(&set);
+  int expect = std::min(cores, 4);  // batch 32 with >= 8 samples each: at most 4 processes
+  while (32 % expect != 0) --expect;
+  mnist_file("train.csv");
+  const std::string dir = temp_dir("layout_auto");
+  auto r = run_command("cd " + source_path("") + " && ENGINE_PROCESSES= ENGINE_THREADS= " + engine_binary() +
+                       " run recipes/mnist_convnext.toml --set data.split.max_train=128 --set data.split.max_valid=64"
+                       " --set train.epochs=1 --set predict.limit=16 --set data.batch_size=32 --set run.output_dir=" +
+                       dir + "/run");
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  const std::string procs = std::to_string(expect) + (expect == 1 ? " process" : " processes");
+  CHECK_MESSAGE(r.output.find("layout: " + procs + " x ") != std::string::npos, r.output);
+  CHECK(r.output.find("batch " + std::to_string(32 / expect) + " per process = 32") != std::string::npos);
+  if (expect > 1) CHECK(r.output.find("accelerator: cpu, " + procs) != std::string::npos);
+}
