@@ -45,7 +45,8 @@ class ProgressBar : public Callback {
 
   void on_epoch_begin(FitContext&) override {
     loss_ema_ = -1;
-    last_draw_ = -1e9;
+    // A terminal shows the bar from the first step; plain lines start `plain_every_s` in.
+    last_draw_ = style_.redraw ? -1e9 : 0;
     images_ = 0;
   }
 

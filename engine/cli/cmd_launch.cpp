@@ -18,10 +18,7 @@ int cmd_launch(const Registries& reg, const LaunchOptions& options, const std::s
   // Each worker is this same binary running `engine run`; it finds its rank in the environment.
   std::vector<std::string> argv{"/proc/self/exe", "run", recipe};
   for (const auto& o : all) argv.insert(argv.end(), {"--set", o});
-  if (resume.requested) {
-    argv.push_back("--resume");
-    if (!resume.from.empty()) argv.push_back(resume.from);
-  }
+  for (const auto& a : resume.args()) argv.push_back(a);
   return launch_processes(options, argv);
 }
 

@@ -42,10 +42,7 @@ int run_as_local_job(const Recipe& recipe, const std::string& recipe_file, const
   for (const auto& o : overrides) argv.insert(argv.end(), {"--set", o});
   argv.insert(argv.end(), {"--set", "data.batch_size=" + std::to_string(l.batch_per_process)});
   argv.insert(argv.end(), {"--set", "accelerator.processes=1"});
-  if (resume.requested) {
-    argv.push_back("--resume");
-    if (!resume.from.empty()) argv.push_back(resume.from);
-  }
+  for (const auto& a : resume.args()) argv.push_back(a);
   LaunchOptions o;
   o.nproc_per_node = l.processes;
   o.threads_per_process = l.threads;

@@ -16,6 +16,12 @@ struct ResumeRequest {
   /// or "" for the recipe's own run directory, where no checkpoint means "start from scratch" (a
   /// job script can then pass --resume on every submission, the first one included).
   std::string from;
+  /// The command-line words that ask for this resume ("--resume [FROM]"), for a child `engine run`.
+  std::vector<std::string> args() const {
+    if (!requested) return {};
+    if (from.empty()) return {"--resume"};
+    return {"--resume", from};
+  }
 };
 
 struct ResumePoint {

@@ -36,7 +36,8 @@ Console run_engine(const std::string& tag, const std::string& env, bool tty) {
     REQUIRE_MESSAGE(r.exit_code == 0, r.output);
     c.err = r.output;
   } else {
-    auto r = run_command("cd " + source_path("") + " && " + cmd + " 2> " + dir + "/err < /dev/null");
+    // A subshell: run_command adds its own 2>&1 after the command.
+    auto r = run_command("cd " + source_path("") + " && (" + cmd + " 2> " + dir + "/err < /dev/null)");
     REQUIRE_MESSAGE(r.exit_code == 0, r.output << read_text(dir + "/err"));
     c.err = read_text(dir + "/err");
   }
