@@ -24,8 +24,8 @@ std::string cuda_text() {
     return "no (a CPU-only LibTorch)";
   }
   const int devices = hooks.getNumGPUs();
-  return fmt::format("yes (CUDA runtime {}.{}; {} device{} visible)", runtime / 1000, runtime % 1000 / 10, devices,
-                     devices == 1 ? "" : "s");
+  return fmt::format("yes (CUDA runtime {}.{}; {} device{} visible)", runtime / 1000, runtime % 1000 / 10,
+                     devices, devices == 1 ? "" : "s");
 }
 
 }  // namespace

@@ -25,14 +25,17 @@ Console run_engine(const std::string& tag, const std::string& env, bool tty) {
   mnist_file("train.csv");
   const std::string dir = temp_dir("progress_" + tag);
   const std::string cmd =
-      "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u LOCAL_WORLD_SIZE -u SLURM_PROCID -u SLURM_NTASKS -u NO_COLOR " + env +
-      " " + engine_binary() +
+      "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u LOCAL_WORLD_SIZE -u SLURM_PROCID -u SLURM_NTASKS -u "
+      "NO_COLOR " +
+      env + " " + engine_binary() +
       " run recipes/mnist_convnext.toml --set accelerator.threads=1 --set data.split.max_train=32"
       " --set data.batch_size=16 --set train.epochs=2 --set data.split.max_valid=16 --set predict.limit=8"
-      " --set run.output_dir=" + dir + "/run > " + dir + "/out";
+      " --set run.output_dir=" +
+      dir + "/run > " + dir + "/out";
   Console c;
   if (tty) {
-    auto r = run_command("cd " + source_path("") + " && SHELL=/bin/sh script -qec 'stty -onlcr; " + cmd + "' /dev/null < /dev/null");
+    auto r = run_command("cd " + source_path("") + " && SHELL=/bin/sh script -qec 'stty -onlcr; " + cmd +
+                         "' /dev/null < /dev/null");
     REQUIRE_MESSAGE(r.exit_code == 0, r.output);
     c.err = r.output;
   } else {
@@ -71,7 +74,8 @@ void check_table(const Console& c) {
 
 }  // namespace
 
-TEST_CASE("progress_bar: stderr not a terminal: plain lines per epoch, no redraws or escapes, table on stdout") {
+TEST_CASE(
+    "progress_bar: stderr not a terminal: plain lines per epoch, no redraws or escapes, table on stdout") {
   const Console c = run_engine("pipe", "TERM=xterm-256color", false);
   INFO("stderr:\n" << c.err);
   CHECK_FALSE(has(c.err, "\r"));
@@ -82,7 +86,8 @@ TEST_CASE("progress_bar: stderr not a terminal: plain lines per epoch, no redraw
   check_table(c);
 }
 
-TEST_CASE("progress_bar: on a terminal the bar is redrawn in place in colour, and the table stays on stdout") {
+TEST_CASE(
+    "progress_bar: on a terminal the bar is redrawn in place in colour, and the table stays on stdout") {
   // The control for the two cases below: the same run on a terminal does use '\r' and escapes.
   const Console c = run_engine("tty", "TERM=xterm", true);
   INFO("stderr:\n" << c.err);

@@ -5,8 +5,8 @@
 #include <toml++/toml.h>
 
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <regex>
 #include <set>
@@ -93,11 +93,14 @@ toml::table with_base(const fs::path& file) {
   const auto base = own["base"].value<std::string>();
   if (!base) return own;
   toml::table merged = toml::parse_file((file.parent_path() / *base).string());
-  std::function<void(toml::table&, const toml::table&)> merge = [&](toml::table& into, const toml::table& from) {
+  std::function<void(toml::table&, const toml::table&)> merge = [&](toml::table& into,
+                                                                    const toml::table& from) {
     for (auto&& [k, v] : from) {
       toml::table* sub = into[k].as_table();
-      if (sub && v.is_table()) merge(*sub, *v.as_table());
-      else v.visit([&, &key = k](const auto& node) { into.insert_or_assign(key, node); });
+      if (sub && v.is_table())
+        merge(*sub, *v.as_table());
+      else
+        v.visit([&, &key = k](const auto& node) { into.insert_or_assign(key, node); });
     }
   };
   merge(merged, own);
@@ -142,13 +145,17 @@ struct Walk {
       }
       if (const toml::table* sub = v.as_table()) {
         std::string kind = component_kind(schema, key + ".name");
-        if (!kind.empty()) component(*sub, kind, key);
-        else table(*sub, key + ".");
+        if (!kind.empty())
+          component(*sub, kind, key);
+        else
+          table(*sub, key + ".");
       } else if (const toml::array* a = v.as_array(); a && a->is_array_of_tables()) {
         std::string kind = component_kind(schema, key + "[].name");
         for (const auto& e : *a) {
-          if (!kind.empty()) component(*e.as_table(), kind, key + "[]");
-          else table(*e.as_table(), key + "[].");
+          if (!kind.empty())
+            component(*e.as_table(), kind, key + "[]");
+          else
+            table(*e.as_table(), key + "[].");
         }
       }
     }
@@ -161,10 +168,11 @@ TEST_CASE("engine list recipe lists every key of every shipped recipe") {
   const auto schema = parse_list_recipe(engine_out("list recipe"));
   const auto components = parse_list_components(engine_out("list"));
   // The sections a new user meets first, by the names they write.
-  for (const char* k : {"base", "run", "run.seed", "accelerator", "accelerator.mixed_precision", "data",
-                        "data.batch_size", "data.split.valid_fraction", "data.train_transforms[].name", "model.name",
-                        "optimizer.name", "scheduler.name", "train.epochs", "train.fine_tune.base_lr", "train.ema.decay",
-                        "predict.output", "expect", "callbacks[].name"})
+  for (const char* k :
+       {"base", "run", "run.seed", "accelerator", "accelerator.mixed_precision", "data", "data.batch_size",
+        "data.split.valid_fraction", "data.train_transforms[].name", "model.name", "optimizer.name",
+        "scheduler.name", "train.epochs", "train.fine_tune.base_lr", "train.ema.decay", "predict.output",
+        "expect", "callbacks[].name"})
     CHECK_MESSAGE(schema.count(k), std::string(k));
   int files = 0, checked = 0;
   for (const char* dir : {"recipes", "tests/recipes"}) {
@@ -201,7 +209,8 @@ TEST_CASE("the defaults engine list recipe shows are the values the loader fills
   // The smallest valid recipe: every other key takes its default, which recipe.resolved.toml holds.
   const std::string dir = temp_dir("list_recipe_defaults");
   const std::string path = dir + "/minimal.toml";
-  std::ofstream(path) << "[data]\ndataset = { name = \"digit_csv\", path = \"" << mnist_file("train.csv") << "\" }\n"
+  std::ofstream(path) << "[data]\ndataset = { name = \"digit_csv\", path = \"" << mnist_file("train.csv")
+                      << "\" }\n"
                       << "[model]\nname = \"resnet18\"\n[optimizer]\nname = \"sgd\"\n"
                       << "[train.fine_tune]\n[train.ema]\n"
                       << "[predict]\ndataset = { name = \"digit_csv\", path = \"" << mnist_file("test.csv")
@@ -225,8 +234,9 @@ TEST_CASE("the defaults engine list recipe shows are the values the loader fills
   }
   MESSAGE(compared << " defaults compared");
   CHECK(compared >= 30);
-  for (const char* k : {"run.name", "run.seed", "accelerator.device", "data.batch_size", "data.split.valid_fraction",
-                        "train.epochs", "train.metrics", "train.fine_tune.base_lr", "train.ema.decay", "predict.output"})
+  for (const char* k :
+       {"run.name", "run.seed", "accelerator.device", "data.batch_size", "data.split.valid_fraction",
+        "train.epochs", "train.metrics", "train.fine_tune.base_lr", "train.ema.decay", "predict.output"})
     CHECK_MESSAGE(seen.count(k), std::string(k) << " was not compared");
 }
 

@@ -41,9 +41,14 @@ TEST_CASE("engine --version prints the project version, git revision, LibTorch a
   }
   CHECK(!field(r.output, "build type").empty());
   const std::string cuda = field(r.output, "CUDA");
-  if (torch::cuda::is_available()) CHECK_MESSAGE(cuda.rfind("yes (CUDA runtime ", 0) == 0, cuda);
-  else CHECK_MESSAGE(std::regex_match(cuda, std::regex(R"(no \(a CPU-only LibTorch\)|yes \(CUDA runtime .*; 0 devices visible\))")), cuda);
-  // This test is compiled against the same LibTorch, with the same definitions and include path.
+  if (torch::cuda::is_available())
+    CHECK_MESSAGE(cuda.rfind("yes (CUDA runtime ", 0) == 0, cuda);
+  else
+    CHECK_MESSAGE(
+        std::regex_match(
+            cuda, std::regex(R"(no \(a CPU-only LibTorch\)|yes \(CUDA runtime .*; 0 devices visible\))")),
+        cuda);
+    // This test is compiled against the same LibTorch, with the same definitions and include path.
 #if defined(USE_C10D_NCCL) && __has_include(<nccl.h>)
   CHECK(field(r.output, "NCCL") == "yes");
 #else
