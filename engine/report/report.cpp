@@ -73,14 +73,6 @@ const char* kDoneProbe =
     "if(window.reportErrors.length===0)b.setAttribute('data-report-ok','1');"
     "else b.setAttribute('data-report-errors',window.reportErrors.join('; '));});</script>";
 
-std::string utc_now() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", &tm);
-  return buf;
-}
 
 // Legends need one distinct name per run: two runs of one recipe share [run] name.
 std::vector<std::string> run_labels(const std::vector<RunData>& runs) {
@@ -144,7 +136,7 @@ std::string render_report(const ReportOptions& options, const Registries& regist
       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
       "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\"><title>engine report: " +
       html_escape(title) + "</title><style>" + kStyle + "</style>" + kErrorProbe + "</head><body>";
-  h += "<header><h1>engine report: " + html_escape(title) + "</h1><p>written " + utc_now() + " by engine " +
+  h += "<header><h1>engine report: " + html_escape(title) + "</h1><p>written " + utc_now("%Y-%m-%d %H:%M UTC") + " by engine " +
        html_escape(engine_version()) + " (git " + html_escape(git_revision()) + ") from " +
        std::to_string(runs.size()) + " run director" + (runs.size() == 1 ? "y" : "ies") + "</p></header>";
   h += "<nav><a href=\"#overview-section\">overview</a><a href=\"#curves\">curves</a>";

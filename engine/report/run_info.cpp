@@ -45,14 +45,6 @@ double memory_gib() {
   return 0;
 }
 
-std::string utc_now() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 nlohmann::json machine() {
   return {{"hostname", hostname()},
@@ -84,6 +76,15 @@ void write_run_info(const std::string& run_dir, const Accelerator& acc, const st
                    {"build_type", build_type()},
                    {"torch_version", TORCH_VERSION}};
   write_file_atomic(run_dir + "/run_info.json", j.dump(2) + "\n");
+}
+
+std::string utc_now(const char* format) {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, format, &tm);
+  return buf;
 }
 
 }  // namespace engine::report

@@ -17,6 +17,9 @@ namespace engine::report {
 /// Writes run_dir/run_info.json atomically. `status`: "finished", "failed" or "preempted".
 void write_run_info(const std::string& run_dir, const Accelerator& accelerator, const std::string& status);
 
+/// The current UTC time formatted with strftime's `format`.
+std::string utc_now(const char* format = "%Y-%m-%dT%H:%M:%SZ");
+
 /// "hostname, Intel(R) Xeon(R) ..., 16 cores, 62.7 GiB": the machine this process runs on.
 std::string describe_machine();
 
