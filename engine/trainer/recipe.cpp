@@ -136,6 +136,20 @@ void check_monitors(std::vector<Options>& tables, const std::vector<CallbackRegi
   }
 }
 
+// A resolved recipe (recipe.resolved.toml) spells out every default, the optimizer's lr included:
+// with fine_tune that lr is unused, and the default one must not make the run's own resolved recipe
+// invalid. Any other value is still an error.
+bool is_default_lr(Options& opt, const Registries& reg) {
+  const auto* e = reg.optimizers.find(opt.text("name", "", ""));
+  if (!e) return false;
+  std::vector<OptionDoc> docs;
+  Options d = Options::describe(&docs);
+  e->parse(d);
+  for (const auto& doc : docs)
+    if (doc.key == "lr") return std::stod(doc.default_value) == opt.number("lr", 0, "");
+  return false;
+}
+
 void read_expect(Options root, Recipe& r) {
   if (!root.describing() && !root.has("expect")) return;
   Options o = root.table("expect", "bounds `engine test` checks, one per value the run reports: \"valid/accuracy\" = { min = 0.97 }");
@@ -178,7 +192,7 @@ void read_sections(Options root, Recipe& r, const Registries& reg) {
     if (sched.has("name"))
       sched.error("name", "[scheduler] is not used with train.fine_tune (it runs fastai's one-cycle schedules)",
                   "remove [scheduler], or remove train.fine_tune");
-    if (opt.has("lr"))
+    if (opt.has("lr") && !is_default_lr(opt, reg))
       opt.error("lr", "optimizer.lr is not used with train.fine_tune", "set train.fine_tune.base_lr instead");
   }
   if (!sched.describing() && !sched.has("name")) {  // default: a constant learning rate

@@ -117,6 +117,13 @@ TEST_CASE("a frozen body does not move by a single bit, norm layers and the head
     CHECK(frozen == 20);       // resnet18: conv1 + 16 block convs + 3 downsample convs
     CHECK(moved_norm >= 60);   // 20 BatchNorms x (weight, bias, running_mean, running_var, count)
   }
+  // The run's resolved recipe (every default spelled out, the optimizer's unused lr included) is a
+  // valid recipe that reproduces it; an lr set beside fine_tune is still refused.
+  auto check = run_engine("check " + dir + "/run/recipe.resolved.toml");
+  CHECK_MESSAGE(check.exit_code == 0, check.output);
+  auto lr = run_engine("check " + recipe + " --set optimizer.lr=0.5");
+  CHECK(lr.exit_code == 2);
+  CHECK(lr.output.find("optimizer.lr is not used with train.fine_tune") != std::string::npos);
 }
 
 TEST_CASE("accumulate_steps = 2 at batch 32 trains the same weights as batch 64") {
