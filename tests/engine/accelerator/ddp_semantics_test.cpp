@@ -206,7 +206,8 @@ TEST_CASE("DDP parity: 2 ranks x batch 32 == 1 rank x batch 64 after 20 steps, a
   // whose masks differ per rank, 2.8e-2: the bound does catch a real divergence).
   std::string dir = temp_dir("ddp_parity");
   const std::string common =
-      " --set data.split.max_train=640 --set train.epochs=2 --set data.split.max_valid=32 --set predict.limit=16";
+      " --set data.split.max_train=640 --set train.epochs=2 --set data.split.max_valid=32 --set predict.limit=16"
+      " --set 'callbacks=[{name=\"checkpoint_best\"},{name=\"metrics_logger\",every_steps=1}]'";
   auto t0 = Clock::now();
   auto one = engine_on(1, common + " --set data.batch_size=64 --set run.output_dir=" + dir + "/one");
   REQUIRE_MESSAGE(one.exit_code == 0, one.output);
@@ -238,6 +239,16 @@ TEST_CASE("DDP parity: 2 ranks x batch 32 == 1 rank x batch 64 after 20 steps, a
     // Same samples, same weights: the epoch's mean training loss matches too.
     CHECK(e2[i]["train/loss"].get<double>() == doctest::Approx(e1[i]["train/loss"].get<double>()).epsilon(1e-5));
   }
+  // Every step's logged (and progress-bar) loss is the mean over all ranks' samples, not rank 0's
+  // half of the batch: equal to the 1-process loss of the same 64 samples.
+  std::vector<double> s1, s2;
+  for (const auto& l : lines_of(read_text(dir + "/one/metrics.jsonl")))
+    if (auto j = nlohmann::json::parse(l); j["type"] == "step") s1.push_back(j["train/loss"].get<double>());
+  for (const auto& l : lines_of(read_text(dir + "/two/metrics.jsonl")))
+    if (auto j = nlohmann::json::parse(l); j["type"] == "step") s2.push_back(j["train/loss"].get<double>());
+  REQUIRE(s1.size() == 20);
+  REQUIRE(s2.size() == 20);
+  for (size_t i = 0; i < s1.size(); ++i) CHECK(s2[i] == doctest::Approx(s1[i]).epsilon(1e-5));
   // and the run learned something (the comparison above is not between two untouched models).
   CHECK(e1[1]["train/loss"].get<double>() < e1[0]["train/loss"].get<double>());
   remove_scratch(dir);
