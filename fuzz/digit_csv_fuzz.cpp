@@ -18,7 +18,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string path =
-      (std::filesystem::temp_directory_path() / ("engine_csv_fuzz_" + std::to_string(getpid()) + ".csv")).string();
+      (std::filesystem::temp_directory_path() / ("engine_csv_fuzz_" + std::to_string(getpid()) + ".csv"))
+          .string();
   std::ofstream(path, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(data), size);
   for (bool labeled : {true, false}) {
     engine::DigitCsvOptions opts;

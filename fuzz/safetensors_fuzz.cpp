@@ -3,7 +3,9 @@
 //   Input: the file's bytes. Expected: the tensors, or engine::UserError naming the file.
 //   Anything else (another exception, std::bad_alloc from a size in the header, a crash, an
 //   ASan/UBSan report, a hang) is a finding.
-// The seed in fuzz/corpus/safetensors/ was written by save_safetensors (tools/fuzz.sh --seeds).
+// The seeds in fuzz/corpus/safetensors/ were written by the engine's save_safetensors: a small
+// model-like file (conv/BN/head keys, every supported dtype, an empty and a rank-0 tensor,
+// metadata), one tensor with metadata, and no tensors at all.
 #include <unistd.h>
 
 #include <cstdint>
@@ -17,9 +19,9 @@
 #include "engine/io/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string path =
-      (std::filesystem::temp_directory_path() / ("engine_st_fuzz_" + std::to_string(getpid()) + ".safetensors"))
-          .string();
+  static const std::string path = (std::filesystem::temp_directory_path() /
+                                   ("engine_st_fuzz_" + std::to_string(getpid()) + ".safetensors"))
+                                      .string();
   std::ofstream(path, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(data), size);
   try {
     engine::SafetensorsFile f = engine::load_safetensors(path);

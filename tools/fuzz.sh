@@ -10,7 +10,7 @@
 #                                  test_base test_io test_data test_optim test_models). Exit 1 on a failure.
 #
 # Environment: JOBS (build jobs, default 2), BUILD_DIR (default build-fuzz), TARGETS (fuzz targets,
-# default "recipe digit_csv safetensors"), CXX (default clang++-14).
+# default "recipe digit_csv safetensors"), CXX (default clang++-14; g++ builds the sanitized tests only).
 # New corpus inputs go to BUILD_DIR/fuzz-corpus/<name>/ (the committed seeds are only read);
 # a finding is written to BUILD_DIR/fuzz-findings/<name>/ (crash-*, leak-*, timeout-*, oom-*):
 # reproduce it with `BUILD_DIR/fuzz/<name>_fuzz FILE`, fix the reader, then add FILE to
@@ -32,8 +32,14 @@ if ! command -v "$CXX" >/dev/null; then
   echo "fuzz.sh: $CXX not found; install clang-14 (apt-get install clang-14 libclang-rt-14-dev)" >&2
   exit 2
 fi
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$CXX" \
-      -DENGINE_FUZZ=ON >/dev/null
+# libFuzzer needs clang; the sanitized tests alone also build with g++ (CI: CXX=g++ BUILD_DIR=build-asan).
+fuzz=OFF
+[[ $("$CXX" --version) == *clang* ]] && fuzz=ON
+[[ "${1:-}" == "--asan-tests" || $fuzz == ON ]] || { echo "fuzz.sh: fuzzing needs clang, CXX=$CXX" >&2; exit 2; }
+# The compiler only on the first configure: naming it again (g++ vs /usr/bin/c++) wipes the cache.
+compiler=(); [[ -f "$BUILD_DIR/CMakeCache.txt" ]] || compiler=(-DCMAKE_CXX_COMPILER="$CXX")
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release "${compiler[@]}" \
+      -DENGINE_SANITIZE=address,undefined -DENGINE_FUZZ=$fuzz >/dev/null
 
 if [[ "${1:-}" == "--asan-tests" ]]; then
   shift

@@ -157,7 +157,7 @@ int cmd_test(const Registries& reg, const std::vector<std::string>& targets, con
     std::map<std::string, double> to_record;
     int recipe_failed = 0;
     for (const auto& [key, bound] : recipe.expect) {
-      auto it = std::find_if(summary.begin(), summary.end(), [&](const auto& kv) { return kv.first == key; });
+      auto it = std::find_if(summary.begin(), summary.end(), [&, &key = key](const auto& kv) { return kv.first == key; });
       Row row{key, bound.describe(), "", ""};
       bool ok;
       if (it == summary.end()) {

@@ -35,7 +35,7 @@ namespace {
 // value with the shortest text that reads back as the same double: exact, and what the user wrote.
 // A scan of the printed TOML, not a regex over it: strings, comments and table headers are copied
 // untouched (a regex rewrote run.name = "v1.00000000000000000001" to "v1.0"), and std::regex
-// recursed once per digit: a string of 200,000 digits overflowed the stack (fuzz/corpus/recipe/).
+// recursed once per digit: a string of 40,000 digits overflowed the stack (fuzz/corpus/recipe/).
 // `value`: the text is one value (a default for `engine list`), not a document.
 std::string shortest_floats(const std::string& text, bool value = false) {
   auto digits = [&](size_t& j) {
@@ -43,7 +43,8 @@ std::string shortest_floats(const std::string& text, bool value = false) {
     while (j < text.size() && std::isdigit(static_cast<unsigned char>(text[j]))) ++j;
     return j - from;
   };
-  // The end of a float with 10+ decimals starting at i ("-0.13100000000000001", "1.0000000000000001e-05"), or npos.
+  // The end of a float with 10+ decimals starting at i ("-0.13100000000000001", "1e-05" printed
+  // as "1.0000000000000001e-05"), or npos.
   auto long_float_end = [&](size_t i) {
     size_t j = i + (text[i] == '-' || text[i] == '+');
     if (!digits(j) || j >= text.size() || text[j] != '.') return std::string::npos;
@@ -64,17 +65,20 @@ std::string shortest_floats(const std::string& text, bool value = false) {
     const char c = text[i];
     size_t j = i + 1;
     if (c == '"' || c == '\'') {  // basic or literal string, single- or multi-line
-      const std::string quote = text.compare(i, 3, std::string(3, c)) == 0 ? std::string(3, c) : std::string(1, c);
+      const std::string quote =
+          text.compare(i, 3, std::string(3, c)) == 0 ? std::string(3, c) : std::string(1, c);
       for (j = i + quote.size(); j < text.size() && text.compare(j, quote.size(), quote) != 0;)
         j += c == '"' && text[j] == '\\' ? 2 : 1;
       j = std::min(text.size(), j + quote.size());
     } else if (c == '#' || (c == '[' && line_start && prev != '[' && prev != ',')) {  // comment, table header
       j = std::min(text.size(), text.find('\n', i));
-    } else if ((prev == '=' || prev == '[' || prev == ',') && (std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '+')) {
+    } else if ((prev == '=' || prev == '[' || prev == ',') &&
+               (std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '+')) {
       size_t end = long_float_end(i);
       if (end != std::string::npos) {
         char buf[32];
-        auto res = std::to_chars(buf, buf + sizeof(buf), std::strtod(text.substr(i, end - i).c_str(), nullptr));
+        auto res =
+            std::to_chars(buf, buf + sizeof(buf), std::strtod(text.substr(i, end - i).c_str(), nullptr));
         std::string shortest(buf, res.ptr);
         if (shortest.find_first_of(".eEn") == std::string::npos) shortest += ".0";
         out += shortest;
@@ -85,8 +89,12 @@ std::string shortest_floats(const std::string& text, bool value = false) {
       }
     }
     out.append(text, i, j - i);
-    if (c == '\n') line_start = true;
-    else if (c != ' ' && c != '\t' && c != '\r') line_start = false, prev = text[j - 1];
+    if (c == '\n') {
+      line_start = true;
+    } else if (c != ' ' && c != '\t' && c != '\r') {
+      line_start = false;
+      prev = text[j - 1];
+    }
     i = j;
   }
   return out;

@@ -150,8 +150,10 @@ TEST_CASE("pretrained: in_chans and num_classes adapted as timm, a truly wrong s
   auto p = m->named_parameters();
   CHECK(torch::equal(p["stem.0.weight"], imagenet[0].second.sum(1, true)));
   CHECK(torch::equal(p["head.fc.weight"], seeded(1, opts(1, 10))->named_parameters()["head.fc.weight"]));
-  for (const auto& [k, t] : imagenet)
+  for (const auto& [name, t] : imagenet) {
+    const std::string& k = name;  // doctest's message is a lambda: clang (C++17) cannot capture a binding
     if (k != "stem.0.weight" && k.rfind("head.fc.", 0) != 0) CHECK_MESSAGE(torch::equal(p[k], t), k);
+  }
   CHECK(load(opts(3, 0))->pretrained_note().find("classifier head.fc dropped") != std::string::npos);
 
   // A tensor whose shape no adaptation explains is refused, naming the key and both shapes.

@@ -74,7 +74,8 @@ TEST_CASE("a 3-channel 1000-class checkpoint loads into a 1-channel 10-class res
   // Every other tensor, BatchNorm statistics and counters included, is the file's, bit for bit,
   // and none of them was already equal before loading.
   size_t body = 0;
-  for (const auto& [k, t] : loaded) {
+  for (const auto& [name, t] : loaded) {
+    const std::string& k = name;  // CAPTURE is a lambda: clang (C++17) cannot capture a structured binding
     if (k == "conv1.weight" || k.rfind("fc.", 0) == 0) continue;
     CAPTURE(k);
     CHECK(torch::equal(t, in_file.at(k)));

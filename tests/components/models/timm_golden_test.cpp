@@ -123,7 +123,8 @@ void fill(Model& model, const nlohmann::json& g) {
   NamedTensors values;
   double abs_sum = 0.0;
   for (size_t k = 0; k < current.size(); ++k) {
-    const auto& [key, tensor] = current[k];
+    const auto& [name, tensor] = current[k];
+    const std::string& key = name;  // CAPTURE is a lambda: clang (C++17) cannot capture a structured binding
     CAPTURE(key);
     REQUIRE(key == expected[k].at(0).get<std::string>());
     REQUIRE(tensor.sizes().vec() == expected[k].at(1).get<std::vector<int64_t>>());

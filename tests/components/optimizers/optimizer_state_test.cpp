@@ -52,7 +52,7 @@ void check_exact_resume(const Build& build, bool expect_step) {
   // gradient, so it has no state.
   CHECK(saved.count(expect_step ? "g0.p0.exp_avg" : "g0.p0.momentum_buffer") == 1);
   CHECK(saved.count(expect_step ? "g1.p0.exp_avg_sq" : "g1.p0.momentum_buffer") == 1);
-  for (const auto& [k, v] : saved) CHECK_MESSAGE(k.rfind("g0.p1.", 0) != 0, k);
+  for (const auto& kv : saved) CHECK_MESSAGE(kv.first.rfind("g0.p1.", 0) != 0, kv.first);  // no binding: clang C++17
   if (expect_step) {
     const auto& step = saved.at("g0.p0.step");
     CHECK(step.dim() == 0);

@@ -53,7 +53,8 @@ TEST_CASE("each interpolation name is exactly cv::resize with the matching INTER
                                                {"cubic", cv::INTER_CUBIC},
                                                {"area", cv::INTER_AREA},
                                                {"lanczos4", cv::INTER_LANCZOS4}};
-  for (const auto& [name, flag] : cases) {
+  for (const auto& [interp, flag] : cases) {
+    const char* name = interp;  // CAPTURE is a lambda: clang cannot capture a structured binding in C++17
     CAPTURE(name);
     for (int type : {CV_8UC1, CV_32FC1}) {
       cv::Mat src = random_image(28, 28, type, 4);
