@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "engine/core/cpu_threads.h"
 #include "engine/core/errors.h"
 #include "engine/core/text.h"
 
@@ -271,7 +272,7 @@ ImageFiles::ImageFiles(std::string root, std::vector<File> files, const ImageFil
       if (hold) bytes[i].swap(buf);
     }
   };
-  unsigned threads = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+  unsigned threads = static_cast<unsigned>(std::min(8, usable_cores()));
   threads = static_cast<unsigned>(std::min<size_t>(threads, (n + 63) / 64));
   std::vector<std::thread> pool;
   for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);

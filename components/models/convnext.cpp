@@ -2,19 +2,31 @@
 
 #include <torch/torch.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "components/models/all.h"
 #include "components/models/backbone_family.h"
 #include "components/models/cpu_kernels.h"
 #include "components/models/layers.h"
+#include "engine/core/cpu_threads.h"
 
 namespace engine {
 namespace nn = torch::nn;
 namespace {
 
 // timm's Mlp (fc1 Linear on NHWC) or ConvMlp (fc1 1x1 Conv2d on NCHW): keys mlp.fc1 / mlp.fc2.
-// Both are computed the same way, as 1x1 convolutions on the NCHW tensor (a Linear weight
-// [4C, C] viewed as [4C, C, 1, 1]): identical maths, and oneDNN's 1x1 conv is several times
-// faster on CPU than the generic BLAS matmul Debian's LibTorch uses for Linear.
+// Both are the same maths: a matrix product over channels at every pixel. On CPU with an
+// optimised BLAS (OpenBLAS) it runs as two GEMMs on the pixels as rows ([N*H*W, C], a free view
+// of a channels-last tensor); else as 1x1 convolutions on the NCHW tensor (oneDNN), which beat
+// Debian's reference BLAS by far. Measured on 2 cores (bench/RESULTS.md): convnext_atto's eight
+// MLPs at 40x40, batch 64, fwd+bwd 80 ms as oneDNN 1x1 convs, 50 ms as OpenBLAS GEMMs; the
+// small maps of the last stages (64-256 rows) are where oneDNN is 4-6x slower.
+// ENGINE_MLP_GEMM=0 keeps the convolutions (to measure one against the other).
+bool mlp_as_gemm(const torch::Tensor& x) {
+  const char* e = std::getenv("ENGINE_MLP_GEMM");  // read per call: a test switches it
+  return !(e && std::string(e) == "0") && x.device().is_cpu() && optimized_blas();
+}
 class MlpImpl : public nn::Module {
  public:
   MlpImpl(int64_t dim, bool conv) {
@@ -29,10 +41,17 @@ class MlpImpl : public nn::Module {
     b2_ = named_parameters()["fc2.bias"];
   }
   torch::Tensor forward(const torch::Tensor& x) {  // x: NCHW
+    // Exact (erf) GELU, as timm (cpu_kernels.h: same maths, faster on CPU).
+    if (mlp_as_gemm(x)) {
+      auto as_2d = [](const torch::Tensor& w) { return w.view({w.size(0), w.size(1)}); };
+      const int64_t n = x.size(0), h = x.size(2), w = x.size(3);
+      torch::Tensor rows = x.permute({0, 2, 3, 1}).reshape({n * h * w, x.size(1)});
+      torch::Tensor y = torch::addmm(b2_, gelu_exact(torch::addmm(b1_, rows, as_2d(fc1_).t())), as_2d(fc2_).t());
+      return y.view({n, h, w, y.size(1)}).permute({0, 3, 1, 2});  // channels-last NCHW
+    }
     auto as_1x1 = [](const torch::Tensor& w) {
       return w.dim() == 4 ? w : w.view({w.size(0), w.size(1), 1, 1});
     };
-    // Exact (erf) GELU, as timm (cpu_kernels.h: same maths, faster on CPU).
     torch::Tensor h = gelu_exact(torch::conv2d(x, as_1x1(fc1_), b1_));
     return torch::conv2d(h, as_1x1(fc2_), b2_);
   }

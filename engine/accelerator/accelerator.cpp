@@ -5,8 +5,8 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <thread>
 
+#include "engine/core/cpu_threads.h"
 #include "engine/core/errors.h"
 
 namespace engine {
@@ -42,12 +42,10 @@ std::unique_ptr<Accelerator> Accelerator::create(const AcceleratorOptions& opts,
   int64_t threads = opts.threads;
   if (threads == 0) {
     if (const char* env = std::getenv("ENGINE_THREADS")) threads = std::atoll(env);
-    if (threads <= 0) {
-      int64_t cores = std::max(1u, std::thread::hardware_concurrency());
-      threads = std::max<int64_t>(1, cores / std::max(1, world.local_world_size));
-    }
+    if (threads <= 0) threads = std::max<int64_t>(1, usable_cores() / std::max(1, world.local_world_size));
   }
   torch::set_num_threads(static_cast<int>(threads));
+  set_blas_threads(static_cast<int>(threads));  // OpenBLAS keeps its own pool (cpu_threads.h)
 
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(opts.timeout_s * 1000));
   auto coll = !world.distributed() ? make_single_process_collectives()

@@ -8,6 +8,7 @@
 #include "engine/cli/layout.h"
 #include "engine/launcher/launcher.h"
 #include "engine/report/report.h"
+#include "engine/core/cpu_threads.h"
 #include "engine/core/preemption.h"
 #include "engine/trainer/trainer.h"
 

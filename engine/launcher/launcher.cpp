@@ -5,7 +5,6 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
-#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -15,9 +14,9 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
-#include <thread>
 #include <utility>
 
+#include "engine/core/cpu_threads.h"
 #include "engine/core/errors.h"
 #include "engine/core/preemption.h"
 #include "engine/launcher/workers.h"
@@ -159,12 +158,6 @@ bool cuda_initialized() {
     }
   }
   return false;
-}
-
-int usable_cores() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1u, std::thread::hardware_concurrency());
 }
 
 int launch_processes(const LaunchOptions& options, const std::vector<std::string>& child_argv) {

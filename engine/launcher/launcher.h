@@ -42,9 +42,6 @@ struct LaunchOptions {
 /// several nodes, empty argv); RunError when the private rendezvous directory cannot be made.
 int launch_processes(const LaunchOptions& options, const std::vector<std::string>& child_argv);
 
-/// Cores this process may run on (a container's or taskset's limit, not the machine's count).
-int usable_cores();
-
 /// Accelerate's notebook_launcher for C++ callers: runs `fn` on `num_processes` forked workers
 /// (options.nproc_per_node is ignored; the other fields apply as above, port 0 = a free port).
 /// Each worker sets the environment above with setenv() before calling fn, so fn can build an

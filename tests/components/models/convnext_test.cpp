@@ -5,10 +5,12 @@
 #include <doctest/doctest.h>
 #include <torch/torch.h>
 
+#include <cstdlib>
 #include <fstream>
 
 #include "components/models/all.h"
 #include "engine/core/errors.h"
+#include "tests/components/models/mnist_batch.h"
 #include "tests/components/models/model_fixtures.h"
 #include "tests/support/paths.h"
 
@@ -165,4 +167,40 @@ TEST_CASE("every variant is registered and builds from a recipe table") {
       registry, file,
       "[model]\nname = \"convnext_atto\"\npretrained = \"missing.safetensors\"\ndrop_path_rate = 1\n");
   CHECK(bad.errors.size() == 2);  // both problems at once, before building anything
+}
+
+// The MLP runs as GEMMs on the pixel rows when an optimised BLAS is loaded, as 1x1 convolutions
+// otherwise (ENGINE_MLP_GEMM=0 forces them): the same maths, so logits and every gradient of a
+// training step on real digits must agree up to float summation order.
+TEST_CASE("the MLP as GEMMs and as 1x1 convolutions give the same logits and gradients") {
+  const auto digits = test::mnist_batch(16, 40);
+  auto step = [&](bool gemm) {
+    if (gemm) unsetenv("ENGINE_MLP_GEMM");
+    else setenv("ENGINE_MLP_GEMM", "0", 1);
+    torch::manual_seed(3);
+    auto m = make_convnext("convnext_atto", opts(1, 10));
+    {  // timm's gamma init (1e-6) would hide the MLP's output: make every branch count
+      torch::NoGradGuard g;
+      for (auto& p : m->named_parameters())
+        if (p.key().find("gamma") != std::string::npos) p.value().fill_(0.5);
+    }
+    m->train();
+    auto logits = m->forward(digits.images);
+    torch::nn::functional::cross_entropy(logits, digits.labels).backward();
+    std::vector<torch::Tensor> out{logits.detach()};
+    for (auto& p : m->parameters()) out.push_back(p.grad().clone());
+    return out;
+  };
+  auto conv = step(false), gemm = step(true);
+  unsetenv("ENGINE_MLP_GEMM");
+  REQUIRE(conv.size() == gemm.size());
+  bool bits_differ = false;  // both paths really ran: float summation orders differ somewhere
+  for (size_t i = 0; i < conv.size(); ++i) {
+    bits_differ = bits_differ || !torch::equal(gemm[i], conv[i]);
+    CAPTURE(i);
+    const double scale = conv[i].abs().max().item<double>();
+    CHECK(scale > 0);
+    CHECK((gemm[i] - conv[i]).abs().max().item<double>() <= 1e-4 * scale + 1e-7);
+  }
+  CHECK(bits_differ);
 }
