@@ -2,6 +2,7 @@
 
 #include <torch/optim/adamw.h>
 
+#include "components/optimizers/flat_adamw.h"
 #include "components/optimizers/optimizer_util.h"
 
 namespace engine {
@@ -21,7 +22,7 @@ std::unique_ptr<torch::optim::Optimizer> make_adamw(const AdamWOptions& options,
       .eps(options.eps)
       .weight_decay(options.weight_decay)
       .amsgrad(options.amsgrad);
-  return optim_detail::build_optimizer<torch::optim::AdamW>(std::move(groups), base);
+  return optim_detail::build_optimizer<FlatAdamW>(std::move(groups), base);
 }
 
 void register_adamw(OptimizerRegistry& registry) {

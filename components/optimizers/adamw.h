@@ -18,7 +18,8 @@ struct AdamWOptions : AdamOptions {
 /// Reads and validates [optimizer] keys for adamw.
 AdamWOptions read_adamw_options(Options& o);
 
-/// torch::optim::AdamW over `groups` (see optimizer.h for the group contract).
+/// FlatAdamW (torch::optim::AdamW semantics, flat buffers: flat_adamw.h) over `groups` (see
+/// optimizer.h for the group contract).
 std::unique_ptr<torch::optim::Optimizer> make_adamw(const AdamWOptions& options,
                                                     std::vector<ParamGroup> groups);
 

@@ -13,27 +13,12 @@
 #include <type_traits>
 
 #include "components/optimizers/optimizer.h"
+#include "components/optimizers/optimizer_util.h"
 #include "engine/core/errors.h"
 
 namespace engine {
 
 namespace {
-
-// The state map's key for parameter p. The key type is deduced from the map instead of branching
-// on TORCH_VERSION: 1.13 uses c10::guts::to_string(impl) (an ostream of the pointer, reproduced
-// here), 2.x the pointer itself. `if constexpr` on a dependent type keeps the unused branch from
-// being compiled.
-template <class StateMap>
-typename StateMap::key_type state_key(const StateMap&, const torch::Tensor& p) {
-  using Key = typename StateMap::key_type;
-  if constexpr (std::is_same_v<Key, std::string>) {
-    std::ostringstream s;
-    s << p.unsafeGetTensorImpl();
-    return s.str();
-  } else {
-    return static_cast<Key>(p.unsafeGetTensorImpl());
-  }
-}
 
 // Copies, so that the snapshot does not change when training continues (a checkpoint may be
 // written after further steps, e.g. by a background writer).
@@ -116,7 +101,7 @@ std::map<std::string, torch::Tensor> optimizer_state(torch::optim::Optimizer& op
   for (size_t g = 0; g < groups.size(); ++g) {
     const auto& params = groups[g].params();
     for (size_t i = 0; i < params.size(); ++i) {
-      auto it = state.find(state_key(state, params[i]));
+      auto it = state.find(optim_detail::state_key(state, params[i]));
       if (it == state.end()) continue;  // no step taken for this parameter yet: nothing to save
       std::string prefix = "g" + std::to_string(g) + ".p" + std::to_string(i) + ".";
       const auto* base = it->second.get();
@@ -177,7 +162,7 @@ void load_optimizer_state(torch::optim::Optimizer& opt, const std::map<std::stri
   // or its next step would differ from the run that wrote the checkpoint.
   auto& map = opt.state();
   map.clear();
-  for (auto& [p, st] : restored) map[state_key(map, p)] = std::move(st);
+  for (auto& [p, st] : restored) map[optim_detail::state_key(map, p)] = std::move(st);
 }
 
 }  // namespace engine

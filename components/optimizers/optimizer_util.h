@@ -8,7 +8,9 @@
 
 #include <array>
 #include <memory>
+#include <sstream>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -25,6 +27,22 @@ double read_weight_decay(Options& o, double def, std::string_view doc);
 std::array<double, 2> read_betas(Options& o, const std::array<double, 2>& def);
 /// `eps`: a float > 0.
 double read_eps(Options& o, double def);
+
+/// The key of parameter p in an optimizer's state map. The key type is deduced from the map instead
+/// of branching on TORCH_VERSION: 1.13 uses c10::guts::to_string(impl) (an ostream of the pointer,
+/// reproduced here), 2.x the pointer itself. `if constexpr` on a dependent type keeps the unused
+/// branch from being compiled.
+template <class StateMap>
+typename StateMap::key_type state_key(const StateMap&, const torch::Tensor& p) {
+  using Key = typename StateMap::key_type;
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream s;
+    s << p.unsafeGetTensorImpl();
+    return s.str();
+  } else {
+    return static_cast<Key>(p.unsafeGetTensorImpl());
+  }
+}
 
 /// Builds optimizer `Opt` (torch::optim::SGD/Adam/AdamW) with `base` as its defaults and one
 /// param group per entry of `groups`, in order.

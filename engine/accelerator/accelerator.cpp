@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "engine/accelerator/grad_span.h"
 #include "engine/core/cpu_threads.h"
 #include "engine/core/errors.h"
 
@@ -112,9 +113,17 @@ bool Accelerator::sync_gradients(const std::vector<torch::Tensor>& params) {
       if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);  // every rank reduces the same list
       grads.push_back(p.grad());
     }
-    coll_->all_reduce_sum(grads);
     const double inv = 1.0 / world_.world_size;
-    for (auto& g : grads) g.mul_(inv);
+    // Gradients in one flat buffer (FlatAdamW's arena, from its first step on): one all-reduce of
+    // that buffer, in place, and one scaling. Else one tensor each (bucketed by the transport).
+    if (auto span = single_span(grads)) {
+      std::vector<torch::Tensor> one{*span};
+      coll_->all_reduce_sum(one);
+      span->mul_(inv);
+    } else {
+      coll_->all_reduce_sum(grads);
+      for (auto& g : grads) g.mul_(inv);
+    }
   }
   if (!scaler_.enabled()) return true;
   const bool finite = scaler_.unscale_and_check(params);

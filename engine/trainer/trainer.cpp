@@ -15,6 +15,7 @@
 
 #include "components/metrics/confusion_matrix.h"
 #include "components/optimizers/optimizer.h"
+#include "engine/accelerator/grad_span.h"
 #include "engine/core/errors.h"
 #include "engine/core/preemption.h"
 #include "engine/data/sampler.h"
@@ -75,8 +76,7 @@ void Trainer::train_epoch(const Phase& phase, int64_t phase_steps, int64_t epoch
     const int64_t micro = b % k;
     if (micro == 0) {
       apply_schedule(phase, state_.step - state_.phase_first_step, phase_steps);
-      for (auto& p : trainable_)
-        if (p.grad().defined()) p.mutable_grad().zero_();
+      zero_grads(trainable_);  // one fill when the optimizer keeps them flat
     }
     torch::Tensor images = batch.images.to(acc_.device()), labels = batch.labels.to(acc_.device());
     torch::Tensor loss;

@@ -1,0 +1,155 @@
+// FlatAdamW (the engine's adamw) must train exactly as torch::optim::AdamW: same parameters after
+// every step, same checkpointable state; and it must leave parameters and gradients in one flat
+// buffer, which the DDP all-reduce and the gradient zeroing rely on.
+#include "components/optimizers/flat_adamw.h"
+
+#include <doctest/doctest.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+
+#include "components/optimizers/adamw.h"
+#include "components/optimizers/optimizer.h"
+#include "tests/components/models/mnist_batch.h"
+
+using namespace engine;
+
+namespace {
+
+// A small conv net on real digits: a channels-last conv weight (4-d, decays), biases and a norm
+// weight (no decay), a linear head. `extra` is a parameter the forward may leave unused.
+struct Net {
+  torch::Tensor conv_w, conv_b, norm_w, fc_w, fc_b, extra;
+  Net() {
+    torch::manual_seed(0);
+    conv_w = (torch::randn({8, 1, 3, 3}) * 0.3).contiguous(torch::MemoryFormat::ChannelsLast).requires_grad_();
+    conv_b = torch::zeros({8}).requires_grad_();
+    norm_w = torch::ones({8}).requires_grad_();
+    fc_w = (torch::randn({10, 8}) * 0.3).requires_grad_();
+    fc_b = torch::zeros({10}).requires_grad_();
+    extra = torch::randn({4, 4}).requires_grad_();
+  }
+  Net(const Net& o)
+      : conv_w(o.conv_w.detach().clone().requires_grad_()), conv_b(o.conv_b.detach().clone().requires_grad_()),
+        norm_w(o.norm_w.detach().clone().requires_grad_()), fc_w(o.fc_w.detach().clone().requires_grad_()),
+        fc_b(o.fc_b.detach().clone().requires_grad_()), extra(o.extra.detach().clone().requires_grad_()) {}
+  std::vector<std::pair<std::string, torch::Tensor>> named() const {
+    return {{"conv.weight", conv_w}, {"conv.bias", conv_b}, {"norm.weight", norm_w},
+            {"fc.weight", fc_w},     {"fc.bias", fc_b},     {"extra.weight", extra}};
+  }
+  std::vector<torch::Tensor> all() const { return {conv_w, conv_b, norm_w, fc_w, fc_b, extra}; }
+  torch::Tensor loss(const test::MnistBatch& b, bool use_extra) const {
+    auto h = torch::conv2d(b.images, conv_w, conv_b, 2).relu().mean({2, 3}) * norm_w;
+    auto logits = torch::addmm(fc_b, h, fc_w.t());
+    if (use_extra) logits = logits + extra.sum() * 1e-3;
+    return torch::nn::functional::cross_entropy(logits, b.labels);
+  }
+};
+
+std::unique_ptr<torch::optim::Optimizer> adamw(const Net& n, bool flat) {
+  torch::optim::AdamWOptions o(0.01);
+  o.weight_decay(0.05);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  for (auto& g : decay_groups(n.named())) {
+    auto go = std::make_unique<torch::optim::AdamWOptions>(o);
+    if (!g.decay) go->weight_decay(0.0);
+    groups.emplace_back(g.params, std::move(go));
+  }
+  if (flat) return std::make_unique<FlatAdamW>(std::move(groups), o);
+  return std::make_unique<torch::optim::AdamW>(std::move(groups), o);
+}
+
+void train_step(const Net& n, torch::optim::Optimizer& opt, const test::MnistBatch& b, int t, bool use_extra) {
+  for (auto& g : opt.param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(0.01 / (1 + t));
+  for (auto& p : n.all())
+    if (p.grad().defined()) p.mutable_grad().zero_();
+  n.loss(b, use_extra).backward();
+  opt.step();
+}
+
+double max_diff(const Net& a, const Net& b) {
+  double d = 0;
+  auto pa = a.all(), pb = b.all();
+  for (size_t i = 0; i < pa.size(); ++i) d = std::max(d, (pa[i] - pb[i]).abs().max().item<double>());
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("FlatAdamW trains exactly as torch::optim::AdamW, flat when every parameter has a gradient") {
+  const auto digits = test::mnist_batch(32, 28);
+  for (bool use_extra : {true, false}) {
+    CAPTURE(use_extra);
+    Net ref, flat(ref);
+    auto opt_ref = adamw(ref, false), opt_flat = adamw(flat, true);
+    auto& f = static_cast<FlatAdamW&>(*opt_flat);
+    for (int t = 0; t < 6; ++t) {
+      train_step(ref, *opt_ref, digits, t, use_extra);
+      train_step(flat, *opt_flat, digits, t, use_extra);
+      // Without `extra` in the loss it never gets a gradient: torch skips it, and so must we
+      // (through torch's own update: the flat one needs every gradient).
+      CHECK(f.flat_groups_last_step() == (use_extra ? 2 : 0));
+      CHECK(max_diff(ref, flat) == 0);  // op for op: the same floats
+    }
+    CHECK(max_diff(ref, Net()) > 1e-3);  // it trained: the comparison above is not vacuous
+    CHECK(torch::equal(flat.extra, Net().extra) == !use_extra);
+  }
+}
+
+TEST_CASE("after a FlatAdamW step, parameters and gradients are views of one buffer, in group order") {
+  const auto digits = test::mnist_batch(16, 28);
+  Net n;
+  auto opt = adamw(n, true);
+  train_step(n, *opt, digits, 0, true);
+  const char* next_p = nullptr;
+  const char* next_g = nullptr;
+  for (auto& g : opt->param_groups())
+    for (auto& p : g.params()) {
+      const char* dp = static_cast<const char*>(p.data_ptr());
+      const char* dg = static_cast<const char*>(p.grad().data_ptr());
+      if (next_p) CHECK(dp == next_p);
+      if (next_g) CHECK(dg == next_g);
+      next_p = dp + p.numel() * p.element_size();
+      next_g = dg + p.numel() * p.element_size();
+      CHECK(p.strides() == p.grad().strides());  // channels-last weight keeps its layout
+    }
+  CHECK(n.conv_w.is_contiguous(torch::MemoryFormat::ChannelsLast));
+  // Gradients keep accumulating in place in the next backward.
+  const void* before = n.fc_w.grad().data_ptr();
+  train_step(n, *opt, digits, 1, true);
+  CHECK(n.fc_w.grad().data_ptr() == before);
+}
+
+TEST_CASE("FlatAdamW state saves and loads like torch's, and a replaced gradient or parameter is adopted") {
+  const auto digits = test::mnist_batch(32, 28);
+  Net a;
+  auto opt_a = adamw(a, true);
+  for (int t = 0; t < 3; ++t) train_step(a, *opt_a, digits, t, true);
+  auto saved = optimizer_state(*opt_a);
+  CHECK(saved.at("g0.p0.step").item<int64_t>() == 3);
+
+  Net b(a);
+  auto opt_b = adamw(b, true);
+  load_optimizer_state(*opt_b, saved);
+  for (int t = 3; t < 6; ++t) {
+    train_step(a, *opt_a, digits, t, true);
+    train_step(b, *opt_b, digits, t, true);
+  }
+  CHECK(max_diff(a, b) == 0);
+  CHECK(static_cast<FlatAdamW&>(*opt_b).flat_groups_last_step() == 2);
+
+  // A gradient reset to undefined (autograd then allocates a new one) and a parameter given new
+  // data from outside: the next step uses both, then puts them back in the arena.
+  Net c(a);
+  torch::Tensor fresh = a.fc_w.detach().clone() * 0.5;
+  a.fc_w.mutable_grad() = torch::Tensor();
+  c.fc_w.mutable_grad() = torch::Tensor();
+  { torch::NoGradGuard g; a.fc_w.set_data(fresh.clone()); }
+  auto opt_c = adamw(c, false);
+  load_optimizer_state(*opt_c, optimizer_state(*opt_a));
+  { torch::NoGradGuard g; c.fc_w.set_data(fresh.clone()); }
+  train_step(a, *opt_a, digits, 6, true);
+  train_step(c, *opt_c, digits, 6, true);
+  CHECK(max_diff(a, c) == 0);
+  CHECK(static_cast<FlatAdamW&>(*opt_a).flat_groups_last_step() == 2);
+}
