@@ -3,14 +3,17 @@
 // flat buffer each (an "arena"), so that a step is a handful of vectorised passes over a group's
 // range instead of ~10 small ops per parameter tensor.
 //
-// Why: convnext_atto has 128 parameter tensors; torch's AdamW dispatches ~1,300 ops per step. On
-// 2 cores that cost ~24 ms of a ~120 ms step at 32 images per rank (measured, bench/RESULTS.md).
+// Why: convnext_atto has 128 parameter tensors; torch's AdamW runs ~1,300 ops per step, ~9 passes
+// over 4 buffers of 3.4M floats: 15-16 ms of a ~80 ms step at 32 images per rank, 1 thread
+// (measured, bench/RESULTS.md).
 //
-// Semantics are torch's AdamW, element for element: the same ops in the same order (decoupled
-// decay p *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr/bc1 * m / (sqrt(v)/
-// sqrt(bc2) + eps)), the same per-parameter state (AdamWParamState, so optimizer_state() and
-// load_optimizer_state() and checkpoints are unchanged), parameters without a gradient (frozen)
-// skipped. The flat update runs when every parameter has a gradient, all share one dtype and device,
+// Semantics are torch's AdamW: decoupled decay p *= 1 - lr*wd; m = b1 m + (1-b1) g;
+// v = b2 v + (1-b2) g^2; p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps), with the same per-parameter
+// state (AdamWParamState, so optimizer_state(), load_optimizer_state() and checkpoints are
+// unchanged) and parameters without a gradient (frozen) skipped. On CPU float32 a group is updated
+// in one fused pass over memory (torch's ~9 separate ops are bandwidth-bound); its floats differ
+// from torch's by rounding only (a few ulps: where FMAs contract). Other dtypes and devices run
+// torch's ops, once per group. The flat update runs when every parameter has a gradient, all share one dtype and device,
 // and each group's parameters are at the same step; otherwise (a frozen stage, amsgrad, a closure)
 // the step is torch's own per-parameter AdamW::step.
 //

@@ -1,5 +1,6 @@
-// FlatAdamW (the engine's adamw) must train exactly as torch::optim::AdamW: same parameters after
-// every step, same checkpointable state; and it must leave parameters and gradients in one flat
+// FlatAdamW (the engine's adamw) must train as torch::optim::AdamW: the same parameters after
+// every step up to float rounding (its fused CPU kernel contracts FMAs where torch's ops do not),
+// the same checkpointable state; and it must leave parameters and gradients in one flat
 // buffer, which the DDP all-reduce and the gradient zeroing rely on.
 #include "components/optimizers/flat_adamw.h"
 
@@ -76,7 +77,7 @@ double max_diff(const Net& a, const Net& b) {
 
 }  // namespace
 
-TEST_CASE("FlatAdamW trains exactly as torch::optim::AdamW, flat when every parameter has a gradient") {
+TEST_CASE("FlatAdamW trains as torch::optim::AdamW, flat when every parameter has a gradient") {
   const auto digits = test::mnist_batch(32, 28);
   for (bool use_extra : {true, false}) {
     CAPTURE(use_extra);
@@ -89,7 +90,10 @@ TEST_CASE("FlatAdamW trains exactly as torch::optim::AdamW, flat when every para
       // Without `extra` in the loss it never gets a gradient: torch skips it, and so must we
       // (through torch's own update: the flat one needs every gradient).
       CHECK(f.flat_groups_last_step() == (use_extra ? 2 : 0));
-      CHECK(max_diff(ref, flat) == 0);  // op for op: the same floats
+      // Step 1 from equal inputs: a few ulps (parameters are O(1)). Later steps see gradients of
+      // slightly different weights, so the gap grows as with any change of kernel, yet stays tiny
+      // next to the update itself (lr 0.01 per step).
+      CHECK(max_diff(ref, flat) <= (t == 0 ? 5e-7 : 1e-4));
     }
     CHECK(max_diff(ref, Net()) > 1e-3);  // it trained: the comparison above is not vacuous
     CHECK(torch::equal(flat.extra, Net().extra) == !use_extra);
@@ -150,6 +154,6 @@ TEST_CASE("FlatAdamW state saves and loads like torch's, and a replaced gradient
   { torch::NoGradGuard g; c.fc_w.set_data(fresh.clone()); }
   train_step(a, *opt_a, digits, 6, true);
   train_step(c, *opt_c, digits, 6, true);
-  CHECK(max_diff(a, c) == 0);
+  CHECK(max_diff(a, c) <= 5e-7);  // one step from equal inputs
   CHECK(static_cast<FlatAdamW&>(*opt_a).flat_groups_last_step() == 2);
 }
