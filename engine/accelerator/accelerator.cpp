@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <utility>
 
 #include "engine/accelerator/grad_span.h"
 #include "engine/core/cpu_threads.h"
@@ -105,8 +106,20 @@ void Accelerator::broadcast_buffers(torch::nn::Module& model) {
   coll_->broadcast(buffers, 0);
 }
 
+namespace {
+// Adds the wall time of a scope to a counter.
+struct Timed {
+  double& total;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  ~Timed() { total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
+};
+}  // namespace
+
+double Accelerator::take_comm_seconds() { return std::exchange(comm_seconds_, 0.0); }
+
 bool Accelerator::sync_gradients(const std::vector<torch::Tensor>& params) {
   if (world_.distributed()) {
+    Timed timed{comm_seconds_};
     std::vector<torch::Tensor> grads;
     grads.reserve(params.size());
     for (const auto& p : params) {
@@ -133,6 +146,7 @@ bool Accelerator::sync_gradients(const std::vector<torch::Tensor>& params) {
 
 std::vector<double> Accelerator::reduce_sum(const std::vector<double>& values) {
   if (!world_.distributed() || values.empty()) return values;
+  Timed timed{comm_seconds_};
   std::vector<torch::Tensor> t{torch::tensor(values, torch::kDouble)};
   coll_->all_reduce_sum(t);
   auto acc = t[0].accessor<double, 1>();

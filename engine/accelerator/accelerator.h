@@ -73,6 +73,9 @@ class Accelerator {
   torch::Tensor gather_for_metrics(const torch::Tensor& local);
   void barrier();
   LossScaler& scaler() { return scaler_; }
+  /// Wall seconds this rank spent in the training collectives (gradient all-reduce, reduce_sum)
+  /// since the last call, waits for a slower rank included; resets the count. 0 with one process.
+  double take_comm_seconds();
 
  private:
   AcceleratorOptions opts_;
@@ -81,6 +84,7 @@ class Accelerator {
   torch::Device device_;
   int64_t threads_;
   LossScaler scaler_;
+  double comm_seconds_ = 0;
 };
 
 }  // namespace engine

@@ -11,7 +11,9 @@ namespace engine::report {
 namespace {
 
 // Values every epoch line carries that are not metrics: they get charts of their own.
-bool bookkeeping(const std::string& key) { return key == "lr" || key == "seconds" || key == "images_per_s"; }
+bool bookkeeping(const std::string& key) {
+  return key == "lr" || key == "seconds" || key == "images_per_s" || key == "comm_ms_per_step";
+}
 
 std::string metric_of(const std::string& key) {
   auto slash = key.rfind('/');
@@ -153,6 +155,9 @@ std::vector<Chart> build_charts(const std::vector<RunData>& runs, const std::vec
   if (epoch_keys.count("images_per_s"))
     charts.push_back(make_chart("chart-throughput", "Training throughput", "epoch", "images/s", runs, labels,
                                 {{"images_per_s", false, X::epoch, ""}}));
+  if (epoch_keys.count("comm_ms_per_step"))  // DDP runs only
+    charts.push_back(make_chart("chart-comm", "Communication per optimizer step (main rank, waits included)", "epoch",
+                                "ms", runs, labels, {{"comm_ms_per_step", false, X::epoch, ""}}));
   if (epoch_keys.count("seconds")) {
     // Cumulative: the slope is the time per epoch, the last point the run's wall time.
     double longest = 0;

@@ -12,7 +12,9 @@ namespace engine::report {
 
 namespace {
 
-bool bookkeeping(const std::string& key) { return key == "lr" || key == "seconds" || key == "images_per_s"; }
+bool bookkeeping(const std::string& key) {
+  return key == "lr" || key == "seconds" || key == "images_per_s" || key == "comm_ms_per_step";
+}
 bool lower_is_better(const std::string& key) {
   return key.find("loss") != std::string::npos || key.find("error") != std::string::npos;
 }

@@ -193,7 +193,11 @@ void Trainer::fit() {
     for (int64_t epoch = std::max(phase_first_epoch, state_.epoch); epoch < phase_end && !state_.stop; ++epoch) {
       each_callback([&](Callback& cb) { cb.on_epoch_begin(ctx); });
       const auto t0 = Clock::now();
+      const int64_t first_step = state_.step;
+      acc_.take_comm_seconds();
       train_epoch(phase, phase_steps, epoch, ctx);
+      const double comm_seconds = acc_.take_comm_seconds();
+      const int64_t steps = state_.step - first_step;
       auto sums = acc_.reduce_sum({state_.epoch_loss_sum, state_.epoch_loss_count});
       const double train_seconds = seconds_since(t0);
       EpochLog log;
@@ -205,6 +209,9 @@ void Trainer::fit() {
       log.values.emplace_back("step", static_cast<double>(state_.step));
       log.values.emplace_back("seconds", seconds_since(t0));
       log.values.emplace_back("images_per_s", sums[1] / train_seconds);
+      // DDP: the main rank's time per optimizer step in collectives (gradient all-reduce and the
+      // step's loss/stop agreement), waits for the slower rank included.
+      if (acc_.world().distributed() && steps > 0) log.values.emplace_back("comm_ms_per_step", 1000 * comm_seconds / steps);
       state_.epoch = epoch + 1;
       state_.batches_done = 0;
       state_.epoch_loss_sum = state_.epoch_loss_count = 0;

@@ -1,6 +1,9 @@
 // The layout `engine run` picks for itself ([accelerator] processes): how many local processes,
 // threads each, and each one's share of the batch.
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
 
 #include <sched.h>
 
@@ -55,4 +58,15 @@ TEST_CASE("engine run with processes = 0 starts a local DDP job sized to this ma
   CHECK_MESSAGE(r.output.find("layout: " + procs + " x ") != std::string::npos, r.output);
   CHECK(r.output.find("batch " + std::to_string(32 / expect) + " per process = 32") != std::string::npos);
   if (expect > 1) CHECK(r.output.find("accelerator: cpu, " + procs) != std::string::npos);
+  // A DDP run reports its communication time per step (all-reduce + agreement) in every epoch line.
+  std::ifstream metrics(dir + "/run/metrics.jsonl");
+  int epoch_lines = 0;
+  for (std::string line; std::getline(metrics, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j["type"] != "epoch") continue;
+    ++epoch_lines;
+    CHECK(j.contains("comm_ms_per_step") == (expect > 1));
+    if (expect > 1) CHECK(j["comm_ms_per_step"].get<double>() > 0);
+  }
+  CHECK(epoch_lines == 1);
 }
