@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "engine/accelerator/grad_span.h"
+#include "engine/accelerator/shared_memory_collectives.h"
 #include "engine/core/cpu_threads.h"
 #include "engine/core/errors.h"
 
@@ -52,7 +53,7 @@ std::unique_ptr<Accelerator> Accelerator::create(const AcceleratorOptions& opts,
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(opts.timeout_s * 1000));
   auto coll = !world.distributed() ? make_single_process_collectives()
               : use_cuda           ? make_nccl_collectives(world, timeout)
-                                   : make_gloo_collectives(world, timeout);
+                                   : with_shared_memory_all_reduce(make_gloo_collectives(world, timeout), world, timeout);
   return std::make_unique<Accelerator>(opts, world, std::move(coll), device, threads);
 }
 

@@ -53,16 +53,21 @@ uint64_t fnv1a(uint64_t h, int64_t v) {
 
 }  // namespace
 
-void check_same_shapes(const char* op, const std::vector<torch::Tensor>& tensors, int root,
-                       const GatherRows& gather) {
+int64_t shapes_fingerprint(const std::vector<torch::Tensor>& tensors) {
   uint64_t h = 1469598103934665603ull;
-  int64_t max_ndim = 0;
-  for (const auto& t : tensors) {
+  for (const auto& t : tensors)
     for (int64_t v : describe(t)) h = fnv1a(h, v);
-    if (t.defined()) max_ndim = std::max<int64_t>(max_ndim, t.dim());
-  }
   int64_t hash;
   std::memcpy(&hash, &h, sizeof hash);
+  return hash;
+}
+
+void check_same_shapes(const char* op, const std::vector<torch::Tensor>& tensors, int root,
+                       const GatherRows& gather) {
+  int64_t max_ndim = 0;
+  for (const auto& t : tensors)
+    if (t.defined()) max_ndim = std::max<int64_t>(max_ndim, t.dim());
+  const int64_t hash = shapes_fingerprint(tensors);
   torch::Tensor fp =
       gather(torch::tensor(std::vector<int64_t>{static_cast<int64_t>(tensors.size()), hash, max_ndim, root}));
   auto all = fp.accessor<int64_t, 2>();

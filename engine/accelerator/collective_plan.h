@@ -15,6 +15,10 @@ namespace engine {
 /// order. Every rank must pass a row of the same length.
 using GatherRows = std::function<torch::Tensor(const torch::Tensor& row)>;
 
+/// 64 bits that change with the count, order, shape, dtype, layout or device of `tensors`: equal
+/// on every rank exactly when the ranks pass the same list (up to a hash collision).
+int64_t shapes_fingerprint(const std::vector<torch::Tensor>& tensors);
+
 /// Makes sure every rank passes the same list: same count, and per tensor the same shape, dtype,
 /// layout and device (and the same root; -1 when the op has none). Costs one all-gather of 4 int64
 /// (a fingerprint of the whole list); only when fingerprints differ does a second gather fetch

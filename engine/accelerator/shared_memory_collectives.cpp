@@ -1,0 +1,317 @@
+#include "engine/accelerator/shared_memory_collectives.h"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/accelerator/collective_plan.h"
+#include "engine/core/errors.h"
+
+namespace engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kMaxRanks = 256;
+constexpr int64_t kNotEligible = INT64_MIN;  // a fingerprint no list of tensors has
+
+// What each rank posts for the others: who it is, what it is about to reduce, setup results.
+struct alignas(64) RankEntry {
+  int64_t pid;
+  int64_t fingerprint;  // shapes_fingerprint of this call's tensors, or kNotEligible
+  int64_t bytes;        // their total size
+  int64_t ok;           // 1 when this rank's last setup step succeeded
+};
+
+// The job's control block, in its own shared-memory object. Zero-filled at creation.
+struct Control {
+  std::atomic<uint32_t> arrived;
+  std::atomic<uint32_t> generation;  // bumped by the last rank into a barrier; ranks wait on it
+  RankEntry rank[kMaxRanks];
+};
+static_assert(std::atomic<uint32_t>::is_always_lock_free, "a futex needs a plain 32-bit word");
+
+// A shared-memory mapping, unmapped when it goes.
+class Mapping {
+ public:
+  Mapping() = default;
+  Mapping(void* addr, size_t size) : addr_(addr), size_(size) {}
+  Mapping(Mapping&& o) noexcept : addr_(std::exchange(o.addr_, nullptr)), size_(o.size_) {}
+  Mapping& operator=(Mapping&& o) noexcept {
+    std::swap(addr_, o.addr_);
+    std::swap(size_, o.size_);
+    return *this;
+  }
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  ~Mapping() {
+    if (addr_) munmap(addr_, size_);
+  }
+  void* get() const { return addr_; }
+  explicit operator bool() const { return addr_ != nullptr; }
+
+ private:
+  void* addr_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Creates (and reserves: a full /dev/shm fails here, not with SIGBUS on first write) or opens a
+// shared-memory object of `size` bytes and maps it. Empty mapping + `why` on failure.
+Mapping map_object(const std::string& name, size_t size, bool create, std::string& why) {
+  const int fd = shm_open(name.c_str(), create ? O_CREAT | O_EXCL | O_RDWR : O_RDWR, 0600);
+  if (fd < 0) {
+    why = fmt::format("shm_open({}): {}", name, std::strerror(errno));
+    return {};
+  }
+  if (create) {
+    if (int rc = posix_fallocate(fd, 0, static_cast<off_t>(size)); rc != 0) {
+      why = fmt::format("reserving {} bytes of /dev/shm for {}: {}", size, name, std::strerror(rc));
+      close(fd);
+      shm_unlink(name.c_str());
+      return {};
+    }
+  }
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int err = errno;
+  close(fd);
+  if (p == MAP_FAILED) {
+    why = fmt::format("mmap({}): {}", name, std::strerror(err));
+    if (create) shm_unlink(name.c_str());
+    return {};
+  }
+  return Mapping(p, size);
+}
+
+class SharedMemoryAllReduce final : public Collectives {
+ public:
+  SharedMemoryAllReduce(std::unique_ptr<Collectives> inner, std::chrono::milliseconds timeout, std::string base,
+                        Mapping control)
+      : inner_(std::move(inner)),
+        rank_(inner_->rank()),
+        size_(inner_->size()),
+        timeout_(timeout),
+        base_(std::move(base)),
+        control_(std::move(control)),
+        ctl_(static_cast<Control*>(control_.get())) {}
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::vector<torch::Tensor> all_gather(const torch::Tensor& t) override { return inner_->all_gather(t); }
+  void broadcast(std::vector<torch::Tensor>& tensors, int root) override { inner_->broadcast(tensors, root); }
+  void barrier() override { inner_->barrier(); }
+
+  void all_reduce_sum(std::vector<torch::Tensor>& tensors) override {
+    // Every rank posts what it holds, then all take the same decision from the same posts.
+    int64_t bytes = 0;
+    bool eligible = !tensors.empty();
+    for (const auto& t : tensors) {
+      eligible = eligible && t.defined() && t.layout() == torch::kStrided && t.device().is_cpu() &&
+                 t.scalar_type() == tensors.front().scalar_type() &&
+                 (t.scalar_type() == torch::kFloat || t.scalar_type() == torch::kDouble);
+      if (eligible) bytes += t.numel() * t.element_size();
+    }
+    RankEntry& mine = ctl_->rank[rank_];
+    mine.fingerprint = eligible && bytes > 0 ? shapes_fingerprint(tensors) : kNotEligible;
+    mine.bytes = bytes;
+    wait_for_all();
+    bool same = !disabled_;
+    for (int q = 0; q < size_ && same; ++q)
+      same = ctl_->rank[q].fingerprint == ctl_->rank[0].fingerprint && ctl_->rank[q].bytes == ctl_->rank[0].bytes;
+    // Different lists on different ranks: Gloo's checks name each rank's shapes and throw.
+    if (!same || ctl_->rank[0].fingerprint == kNotEligible ||
+        !ensure_capacity(2 * std::min(bytes, segment_elements(tensors.front().element_size()) * tensors.front().element_size()))) {
+      inner_->all_reduce_sum(tensors);
+      return;
+    }
+    const auto dtype = tensors.front().scalar_type();
+    const int64_t n = bytes / tensors.front().element_size();
+    const int64_t segment = segment_elements(tensors.front().element_size());
+    torch::NoGradGuard no_grad;
+    // The tensors as one virtual 1-d array: flat views (copies for non-contiguous ones).
+    std::vector<torch::Tensor> flats;
+    for (const auto& t : tensors) flats.push_back(t.is_contiguous() ? t.view({-1}) : t.reshape({-1}).clone());
+    // Moves elements [b, e) of the virtual array to or from `buf` (buf[0] = element b).
+    auto transfer = [&](int64_t b, int64_t e, const torch::Tensor& buf, bool into_buf) {
+      int64_t at = 0;
+      for (auto& f : flats) {
+        const int64_t lo = std::max(b, at), hi = std::min(e, at + f.numel());
+        if (lo < hi) {
+          torch::Tensor part = f.narrow(0, lo - at, hi - lo), shm = buf.narrow(0, lo - b, hi - lo);
+          if (into_buf) shm.copy_(part);
+          else part.copy_(shm);
+        }
+        at += f.numel();
+      }
+    };
+    // Segment by segment, so that a segment's bytes stay in cache from copy-in to copy-out, in two
+    // alternating halves of each slot: segment k+1 is written while peers may still read segment k.
+    // Per segment: each rank copies its values in; barrier; rank r sums sub-chunk r over every
+    // slot, in rank order, into its own slot; barrier; each rank reads sub-chunk c from slot c.
+    for (int64_t s0 = 0, k = 0; s0 < n; s0 += segment, ++k) {
+      const int64_t len = std::min(segment, n - s0), half = (k % 2) * segment;
+      auto buf = [&](int q) {
+        return torch::from_blob(static_cast<char*>(slots_[q].get()) + half * tensors.front().element_size(), {len},
+                                torch::TensorOptions().dtype(dtype));
+      };
+      auto chunk = [&](int c) { return std::make_pair(c * len / size_, (c + 1) * len / size_); };
+      transfer(s0, s0 + len, buf(rank_), true);
+      wait_for_all();
+      {
+        const auto [b, e] = chunk(rank_);
+        std::vector<torch::Tensor> parts;
+        for (int q = 0; q < size_; ++q) parts.push_back(buf(q).narrow(0, b, e - b));
+        if (size_ == 2) {
+          torch::add_out(parts[rank_], parts[0], parts[1]);  // element-wise: in place is safe
+        } else {
+          torch::Tensor sum = parts[0] + parts[1];
+          for (int q = 2; q < size_; ++q) sum.add_(parts[q]);
+          parts[rank_].copy_(sum);
+        }
+      }
+      wait_for_all();
+      for (int c = 0; c < size_; ++c) {
+        const auto [b, e] = chunk(c);
+        if (b < e) transfer(s0 + b, s0 + e, buf(c).narrow(0, b, e - b), false);
+      }
+    }
+    for (size_t i = 0; i < tensors.size(); ++i)
+      if (!tensors[i].is_contiguous()) tensors[i].copy_(flats[i].view(tensors[i].sizes()));
+  }
+
+ private:
+  // Elements per segment: 1 MiB by default (ENGINE_SHM_SEGMENT_KB to measure others).
+  static int64_t segment_elements(int64_t element_size) {
+    static const int64_t kb = [] {
+      const char* e = std::getenv("ENGINE_SHM_SEGMENT_KB");
+      return e && std::atoll(e) > 0 ? std::atoll(e) : 1024;
+    }();
+    return std::max<int64_t>(1, kb * 1024 / element_size);
+  }
+
+  // A barrier over the ranks' shared control block: spin briefly, then sleep on a futex in 20 ms
+  // slices, checking that every peer process still exists and the timeout has not passed.
+  void wait_for_all() {
+    auto* word = reinterpret_cast<uint32_t*>(&ctl_->generation);
+    const uint32_t gen = ctl_->generation.load(std::memory_order_acquire);
+    if (ctl_->arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == static_cast<uint32_t>(size_)) {
+      ctl_->arrived.store(0, std::memory_order_relaxed);
+      ctl_->generation.fetch_add(1, std::memory_order_release);
+      syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+      return;
+    }
+    const auto start = Clock::now();
+    for (int spin = 0;; ++spin) {
+      if (ctl_->generation.load(std::memory_order_acquire) != gen) return;
+      if (spin < 200) continue;
+      timespec slice{0, 20'000'000};
+      syscall(SYS_futex, word, FUTEX_WAIT, gen, &slice, nullptr, 0);
+      if (ctl_->generation.load(std::memory_order_acquire) != gen) return;
+      for (int q = 0; q < size_; ++q) {
+        const auto pid = static_cast<pid_t>(ctl_->rank[q].pid);
+        if (q != rank_ && kill(pid, 0) != 0 && errno == ESRCH)
+          throw RunError(fmt::format("shared-memory all-reduce on rank {} of {}: rank {} (pid {}) is gone; stopping",
+                                     rank_, size_, q, pid));
+      }
+      if (Clock::now() - start > timeout_)
+        throw RunError(fmt::format("shared-memory all-reduce on rank {} of {}: the other ranks did not arrive within {} s "
+                                   "(accelerator.timeout_s); a rank is stuck or died",
+                                   rank_, size_, timeout_.count() / 1000.0));
+    }
+  }
+
+  // Every rank maps every rank's data slot of at least `bytes`. Collective; false (on every rank,
+  // and for good) when any rank could not, e.g. /dev/shm too small: Gloo then does the work.
+  bool ensure_capacity(int64_t bytes) {
+    if (bytes <= capacity_) return true;
+    const int64_t capacity = (bytes + (2 << 20) - 1) / (2 << 20) * (2 << 20);
+    ++generation_;
+    auto name = [&](int q) { return fmt::format("{}-r{}-g{}", base_, q, generation_); };
+    std::string why;
+    std::vector<Mapping> maps(size_);
+    maps[rank_] = map_object(name(rank_), capacity, true, why);
+    ctl_->rank[rank_].ok = maps[rank_] ? 1 : 0;
+    wait_for_all();
+    bool ok = true;
+    for (int q = 0; q < size_; ++q) ok = ok && ctl_->rank[q].ok == 1;
+    if (ok)
+      for (int q = 0; q < size_ && ok; ++q)
+        if (q != rank_) ok = static_cast<bool>(maps[q] = map_object(name(q), capacity, false, why));
+    wait_for_all();  // everyone has read the first round of `ok` before it is overwritten
+    ctl_->rank[rank_].ok = ok ? 1 : 0;
+    wait_for_all();
+    if (maps[rank_]) shm_unlink(name(rank_).c_str());  // mapped by all who could: the name can go
+    for (int q = 0; q < size_; ++q) ok = ok && ctl_->rank[q].ok == 1;
+    if (!ok) {
+      disabled_ = true;
+      if (!why.empty()) std::cerr << "engine: rank " << rank_ << ": shared-memory all-reduce off (" << why << "); using Gloo\n";
+      return false;
+    }
+    slots_ = std::move(maps);
+    capacity_ = capacity;
+    return true;
+  }
+
+  std::unique_ptr<Collectives> inner_;
+  int rank_, size_;
+  std::chrono::milliseconds timeout_;
+  std::string base_;
+  Mapping control_;
+  Control* ctl_;
+  std::vector<Mapping> slots_;
+  int64_t capacity_ = 0;
+  int64_t generation_ = 0;
+  bool disabled_ = false;
+};
+
+// Sum over ranks of one number, through `inner`.
+double sum_over_ranks(Collectives& inner, double v) {
+  std::vector<torch::Tensor> t{torch::full({1}, v, torch::kDouble)};
+  inner.all_reduce_sum(t);
+  return t[0].item<double>();
+}
+
+}  // namespace
+
+std::unique_ptr<Collectives> with_shared_memory_all_reduce(std::unique_ptr<Collectives> inner, const WorldInfo& world,
+                                                           std::chrono::milliseconds timeout) {
+  const char* off = std::getenv("ENGINE_SHM_ALLREDUCE");
+  if (world.world_size < 2 || world.world_size > kMaxRanks || world.local_world_size != world.world_size ||
+      world.rendezvous_file.empty() || (off && std::string(off) == "0"))
+    return inner;
+  // The private rendezvous path is unique to this job: so is the name derived from it.
+  const std::string base = fmt::format("/engine-{}-{:016x}", getuid(), std::hash<std::string>{}(world.rendezvous_file));
+  const std::string control_name = base + "-ctl";
+  std::string why;
+  Mapping control;
+  if (world.rank == 0) {
+    shm_unlink(control_name.c_str());  // a leftover of a crashed job with the same name: never ours
+    control = map_object(control_name, sizeof(Control), true, why);
+  }
+  if (sum_over_ranks(*inner, control ? 1 : 0) < 1) return inner;  // rank 0 could not create it
+  if (world.rank != 0) control = map_object(control_name, sizeof(Control), false, why);
+  if (control) static_cast<Control*>(control.get())->rank[world.rank].pid = getpid();
+  const bool all = sum_over_ranks(*inner, control ? 1 : 0) == world.world_size;
+  if (world.rank == 0) shm_unlink(control_name.c_str());  // everyone who could has it mapped
+  if (!all) return inner;
+  return std::make_unique<SharedMemoryAllReduce>(std::move(inner), timeout, base, std::move(control));
+}
+
+}  // namespace engine
