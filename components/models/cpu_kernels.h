@@ -15,8 +15,18 @@ namespace engine {
 torch::Tensor depthwise_conv2d_same(const torch::Tensor& x, const torch::Tensor& weight,
                                     const torch::Tensor& bias);
 
-/// torch::gelu(x) (exact, erf form). Forward on a dense view (1.13's kernel is ~7x slower on
-/// channels-last NCHW strides); backward vectorised (1.13's exact-GELU backward is scalar).
+/// torch::gelu(x) (exact, erf form). Works on x's memory as one dense buffer, whatever its
+/// layout (1.13's kernel is ~7x slower on channels-last NCHW strides); forward and backward
+/// vectorised, 16-wide where the CPU has AVX-512 (1.13's exact-GELU backward is scalar).
 torch::Tensor gelu_exact(const torch::Tensor& x);
+
+/// torch::conv2d(x, weight, bias, stride = k) for a k x k weight [Cout, Cin, k, k] (no padding,
+/// no dilation, groups 1): ConvNeXt's stem and downsample layers. With stride == kernel the
+/// patches do not overlap, so the convolution is one GEMM (torch::addmm) on the patch rows
+/// [N*Ho*Wo, k*k*Cin] gathered from NHWC memory; backward: two GEMMs, and none for x when x needs
+/// no gradient (a stem on images). Sizes not a multiple of k floor, as conv2d. Returns a
+/// channels-last NCHW tensor; gradients come back channels-last. Use it where the BLAS is
+/// optimised (engine::optimized_blas()): with a reference BLAS, oneDNN's convolution is faster.
+torch::Tensor patchify_conv2d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
 
 }  // namespace engine

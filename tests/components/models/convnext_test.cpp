@@ -204,3 +204,49 @@ TEST_CASE("the MLP as GEMMs and as 1x1 convolutions give the same logits and gra
   }
   CHECK(bits_differ);
 }
+
+// The stem and downsample convolutions run as GEMMs on patch rows alongside the MLP GEMMs
+// (ENGINE_PATCHIFY_GEMM=0 keeps oneDNN's convolutions): the same maths. At 42x42 the stem floors
+// (42 = 4 x 10 + 2) and so does stage 2's downsample (5x5 -> 2x2).
+TEST_CASE("the stem and downsamples as patch GEMMs and as convolutions give the same logits and gradients") {
+  const auto digits = test::mnist_batch(16, 42);
+  auto step = [&](bool gemm) {
+    if (gemm)
+      unsetenv("ENGINE_PATCHIFY_GEMM");
+    else
+      setenv("ENGINE_PATCHIFY_GEMM", "0", 1);
+    torch::manual_seed(5);
+    auto m = make_convnext("convnext_atto", opts(1, 10));
+    {  // timm's gamma init (1e-6) would let the blocks hide the downsamples: make every branch count
+      torch::NoGradGuard g;
+      for (auto& p : m->named_parameters())
+        if (p.key().find("gamma") != std::string::npos) p.value().fill_(0.5);
+    }
+    m->train();
+    auto logits = m->forward(digits.images);
+    torch::nn::functional::cross_entropy(logits, digits.labels).backward();
+    std::vector<torch::Tensor> out{logits.detach()};
+    for (auto& p : m->parameters()) {
+      CHECK(p.grad().sizes() == p.sizes());
+      out.push_back(p.grad().clone());
+    }
+    return out;
+  };
+  auto conv = step(false), gemm = step(true);
+  unsetenv("ENGINE_PATCHIFY_GEMM");
+  REQUIRE(conv.size() == gemm.size());
+  bool bits_differ = false;  // both paths really ran: float summation orders differ somewhere
+  for (size_t i = 0; i < conv.size(); ++i) {
+    bits_differ = bits_differ || !torch::equal(gemm[i], conv[i]);
+    CAPTURE(i);
+    const double scale = conv[i].abs().max().item<double>();
+    CHECK(scale > 0);
+    CHECK((gemm[i] - conv[i]).abs().max().item<double>() <= 1e-4 * scale + 1e-7);
+  }
+  CHECK(bits_differ);
+  // The weights keep timm's shape and key.
+  auto m = make_convnext("convnext_atto", opts(1, 10));
+  auto params = m->named_parameters();
+  CHECK(params["stem.0.weight"].sizes() == torch::IntArrayRef({40, 1, 4, 4}));
+  CHECK(params["stages.2.downsample.1.weight"].sizes() == torch::IntArrayRef({160, 80, 2, 2}));
+}

@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 #include <torch/torch.h>
 
+#include "tests/components/models/mnist_batch.h"
+
 using namespace engine;
 
 namespace {
@@ -84,4 +86,97 @@ TEST_CASE("gelu_exact matches torch::gelu and its gradient over the whole range"
     yr.backward(up);
     CHECK((x.grad() - xr.grad()).abs().max().item<double>() < 1e-6 * (1 + up.abs().max().item<double>()));
   }
+}
+
+TEST_CASE("gelu_exact on GEMM rows, strided and sliced inputs, and without gradients") {
+  torch::manual_seed(2);
+  auto base = torch::randn({97, 40}) * 3;  // 3880 elements: not a multiple of 16, a SIMD tail
+  struct Case {
+    const char* name;
+    torch::Tensor x, up;
+  };
+  const Case cases[] = {
+      {"dense rows", base, torch::randn({97, 40})},
+      {"transposed, upstream gradient in another layout", base.t(), torch::randn({97, 40}).t().contiguous()},
+      {"sliced (not dense)", base.slice(1, 3, 37), torch::randn({97, 34})},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    auto x = c.x.detach().requires_grad_(), xr = c.x.detach().requires_grad_();
+    auto y = gelu_exact(x), yr = torch::gelu(xr);
+    CHECK(y.sizes() == yr.sizes());
+    CHECK(rel_diff(y.detach(), yr.detach()) < 1e-6);
+    y.backward(c.up);
+    yr.backward(c.up);
+    CHECK((x.grad() - xr.grad()).abs().max().item<double>() < 1e-6 * (1 + c.up.abs().max().item<double>()));
+  }
+  torch::NoGradGuard g;  // inference: the same forward kernel
+  CHECK(rel_diff(gelu_exact(base), torch::gelu(base)) < 1e-6);
+  auto xd = base.to(torch::kDouble);  // other dtypes: torch::gelu itself
+  CHECK(torch::equal(gelu_exact(xd), torch::gelu(xd)));
+}
+
+namespace {
+
+// Output and gradients (input, weight, bias: undefined where not required) of a stride-k
+// convolution, for a fixed upstream gradient.
+std::vector<torch::Tensor> run_patch(bool fast, const torch::Tensor& x0, bool x_grad, const torch::Tensor& w0,
+                                     const torch::Tensor& b0, const torch::Tensor& up) {
+  auto x = x0.detach().requires_grad_(x_grad), w = w0.detach().requires_grad_();
+  auto b = b0.defined() ? b0.detach().requires_grad_() : b0;
+  const int64_t k = w.size(2);
+  auto y = fast ? patchify_conv2d(x, w, b) : torch::conv2d(x, w, b, k);
+  y.backward(up);
+  return {y.detach(), x.grad(), w.grad(), b.defined() ? b.grad() : torch::Tensor()};
+}
+
+}  // namespace
+
+TEST_CASE("patchify_conv2d matches a stride-k torch::conv2d on digits, odd sizes and gradients included") {
+  torch::manual_seed(4);
+  const auto digits = test::mnist_batch(6, 42).images;  // real images, [6, 1, 42, 42]
+  struct Case {
+    const char* name;
+    int64_t c, size_h, size_w, cout, k;
+    bool channels_last, x_grad, bias;
+  };
+  const Case cases[] = {
+      {"stem on images (42 = 10 x 4 + 2 floors)", 1, 42, 42, 40, 4, true, false, true},
+      {"stem, image gradient too", 1, 40, 40, 40, 4, true, true, true},
+      {"downsample 10x10", 40, 10, 10, 80, 2, true, true, true},
+      {"downsample 5x5 -> 2x2 (floors)", 80, 5, 5, 160, 2, true, true, true},
+      {"downsample 2x2 -> 1x1", 160, 2, 2, 320, 2, true, true, true},
+      {"NCHW input, 7x11, k 3, no bias", 12, 7, 11, 16, 3, false, true, false},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    auto fmt = c.channels_last ? torch::MemoryFormat::ChannelsLast : torch::MemoryFormat::Contiguous;
+    // Feature maps from the digits (a fixed 3x3 conv mixing them into c channels), at the size asked.
+    namespace F = torch::nn::functional;
+    auto x = F::interpolate(digits, F::InterpolateFuncOptions()
+                                        .size(std::vector<int64_t>{c.size_h, c.size_w})
+                                        .mode(torch::kBilinear)
+                                        .align_corners(false));
+    if (c.c > 1) x = torch::conv2d(x, torch::randn({c.c, 1, 3, 3}), torch::randn({c.c}), 1, 1);
+    x = x.contiguous(fmt);
+    auto w = (torch::randn({c.cout, c.c, c.k, c.k}) * 0.1).contiguous(fmt);
+    auto b = c.bias ? torch::randn({c.cout}) : torch::Tensor();
+    auto up = torch::randn({x.size(0), c.cout, c.size_h / c.k, c.size_w / c.k});
+    auto fast = run_patch(true, x, c.x_grad, w, b, up), ref = run_patch(false, x, c.x_grad, w, b, up);
+    CHECK(fast[0].sizes() == ref[0].sizes());
+    CHECK(rel_diff(fast[0], ref[0]) < 1e-5);
+    REQUIRE(fast[1].defined() == c.x_grad);
+    if (c.x_grad) {
+      CHECK(rel_diff(fast[1], ref[1]) < 1e-5);  // rows/columns the conv drops: zero in both
+      CHECK(fast[1].sizes() == x.sizes());
+    }
+    CHECK(fast[2].sizes() == w.sizes());  // [Cout, Cin, k, k]: the parameter's shape
+    CHECK(rel_diff(fast[2], ref[2]) < 1e-5);
+    if (c.bias) CHECK(rel_diff(fast[3], ref[3]) < 1e-5);
+    torch::NoGradGuard g;  // inference path
+    CHECK(rel_diff(patchify_conv2d(x, w, b), torch::conv2d(x, w, b, c.k)) < 1e-5);
+  }
+  // Other dtypes: torch::conv2d itself.
+  auto xd = digits.to(torch::kDouble), wd = torch::randn({8, 1, 4, 4}, torch::kDouble);
+  CHECK(torch::equal(patchify_conv2d(xd, wd, {}), torch::conv2d(xd, wd, {}, 4)));
 }
