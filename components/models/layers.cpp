@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "components/models/layer_norm_kernel.h"
+
 namespace engine {
 
 LayerNormImpl::LayerNormImpl(int64_t dim, double eps) : dim_(dim), eps_(eps) {
@@ -18,7 +20,8 @@ void LayerNormImpl::reset_parameters() {
 }
 
 torch::Tensor LayerNormImpl::forward(const torch::Tensor& x) {
-  if (x.scalar_type() == weight.scalar_type()) return torch::layer_norm(x, {dim_}, weight, bias, eps_);
+  // Same dtype: the engine's kernel on CPU float32 (layer_norm_kernel.h), torch's otherwise.
+  if (x.scalar_type() == weight.scalar_type()) return layer_norm_last_dim(x, weight, bias, eps_);
   // Low-precision activations: statistics in fp32 (see header), result back in the input dtype
   // so that the next conv/linear sees what autocast would have given it.
   torch::Tensor y =
