@@ -5,6 +5,8 @@
 # Same machine, same settings, one after the other in one invocation; prints a table of ratios and
 # writes bench/results/<date>-mnist_convnext[-ddp].md with the exact commands. Settings (env vars):
 #   EPOCHS=2 MAX_TRAIN=3200 MAX_VALID=0 (0 = all 1,600) BATCH=64 THREADS=0 (0 = all cores)
+#   PROCESSES=1 (the engine's accelerator.processes: 1 = one process, as the peer; 0 = the shipped
+#   recipe's automatic layout, one process per core splitting BATCH)
 #   REPEAT=1 (>1: alternate the two sides REPEAT times and report medians)
 #   TAG= (appended to the report name: bench/results/<date>-mnist_convnext[-ddp][-TAG].md)
 #   ENGINE=build/engine PY=/usr/bin/python3 (Debian's python3-torch, python3-opencv, python3-numpy)
@@ -19,6 +21,8 @@ MAX_TRAIN=${MAX_TRAIN:-3200}
 MAX_VALID=${MAX_VALID:-0}
 BATCH=${BATCH:-64}
 THREADS=${THREADS:-0}
+PROCESSES=${PROCESSES:-1}
+export PROCESSES
 REPEAT=${REPEAT:-1}
 ENGINE=${ENGINE:-build/engine}
 PY=${PY:-/usr/bin/python3}
@@ -45,7 +49,7 @@ fi
 SIZE=${SIZE:-40}  # must match the recipe's resize; passed to both sides
 SETS=(--set "data.train_transforms[1].size=[$SIZE,$SIZE]" --set "data.eval_transforms[0].size=[$SIZE,$SIZE]"
       --set "train.epochs=$EPOCHS" --set "data.split.max_train=$MAX_TRAIN" --set "data.split.max_valid=$MAX_VALID"
-      --set "data.batch_size=$BATCH" --set "accelerator.threads=$THREADS")
+      --set "data.batch_size=$BATCH" --set "accelerator.threads=$THREADS" --set "accelerator.processes=$PROCESSES")
 ENGINE_CMD=("$ENGINE" run "$RECIPE" "${SETS[@]}" --set "run.output_dir=$RUNS/engine")
 if [ "$MODE" = peer ]; then
   OTHER=peer
@@ -155,6 +159,7 @@ md = [f"# mnist_convnext: {'engine launch -n 2 vs engine run' if ddp else 'engin
       "",
       f"Settings: {epochs} epochs, max_train {max_train}, max_valid {max_valid or 'all'}, batch {batch}"
       f"{' per process' if ddp else ''}, threads {threads} (0 = all cores{' divided among ranks' if ddp else ''}), "
+      f"engine accelerator.processes {os.environ.get('PROCESSES', '1')} (0 = automatic layout, splitting the batch), "
       f"repeat {repeat}{' (medians)' if int(repeat) > 1 else ''}. Run one after the other, engine first.",
       "OpenMP/BLAS environment: " + (", ".join(f"{k}={os.environ[k]}" for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT",
           "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "ENGINE_THREADS") if k in os.environ) or "defaults (none set)") + ".",
@@ -165,7 +170,7 @@ md = [f"# mnist_convnext: {'engine launch -n 2 vs engine run' if ddp else 'engin
       if not ddp else "img/s ratio > 1 means 2 processes train faster than one; global batch is 2 x per-process batch.",
       "", "Commands (from the repository root):", "", "```", " ".join(f"{k}={os.environ[k]}" for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_NUM_THREADS",
           "OPENBLAS_NUM_THREADS", "ENGINE_THREADS", "TAG") if os.environ.get(k)) +
-      f" EPOCHS={epochs} MAX_TRAIN={max_train} MAX_VALID={max_valid} BATCH={batch} THREADS={threads} REPEAT={repeat} bench/run.sh{' ddp' if ddp else ''}", "# which ran:",
+      f" EPOCHS={epochs} MAX_TRAIN={max_train} MAX_VALID={max_valid} BATCH={batch} THREADS={threads} PROCESSES={os.environ.get('PROCESSES', '1')} REPEAT={repeat} bench/run.sh{' ddp' if ddp else ''}", "# which ran:",
       ecmd, ocmd, "```", "", "Per-run numbers:", "", "```"]
 md += [f"engine    {json.dumps(r)}" for r in e_rows] + [f"{other:9} {json.dumps(r)}" for r in o_rows] + ["```", ""]
 open(report, "w").write("\n".join(md))

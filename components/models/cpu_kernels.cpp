@@ -1,13 +1,13 @@
 #include "components/models/cpu_kernels.h"
 
 #include <ATen/Parallel.h>
-#include <ATen/autocast_mode.h>
 #include <ATen/record_function.h>
 #include <torch/torch.h>
-#include <torch/version.h>
 
 #include <algorithm>
 #include <cstring>
+
+#include "components/models/simd.h"
 
 // Why these exist (convnext_atto, batch 64, 56x56 input, 1 thread, CPU time, Debian LibTorch 1.13
 // with oneDNN 2.6; measured against conv2d / gelu on the same tensors):
@@ -33,28 +33,9 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-bool autocast_cpu() {
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-  return at::autocast::is_autocast_enabled(at::kCPU);
-#else
-  return at::autocast::is_cpu_enabled();
-#endif
-}
+using namespace simd;
 
-bool fast_path(const torch::Tensor& x) {
-  return x.device().is_cpu() && x.scalar_type() == torch::kFloat && !autocast_cpu();
-}
-
-// 8 floats: AVX2 code in the target("avx2,fma") variants below, SSE (or NEON) code otherwise.
-typedef float v8 __attribute__((vector_size(32)));
-typedef int32_t v8i __attribute__((vector_size(32)));
-#define ENGINE_INLINE inline __attribute__((always_inline))
-ENGINE_INLINE v8 load(const float* p) {
-  v8 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-ENGINE_INLINE void store(float* p, v8 v) { std::memcpy(p, &v, sizeof v); }
+bool fast_path(const torch::Tensor& x) { return cpu_float(x); }
 
 // ---- depthwise weight gradient -------------------------------------------------------------
 // gw[i][j][c] += sum_{h<H, w<W} xp[h+i][w+j][c] * g[h][w][c] for one image (NHWC, dense), xp the
@@ -103,7 +84,6 @@ __attribute__((target("avx2,fma"))) void dw_grad_avx2(const float* xp, const flo
                                                       int64_t W, int64_t C) {
   dw_grad_image<K>(xp, g, gw, H, W, C);
 }
-bool has_avx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 #endif
 
 template <int K>

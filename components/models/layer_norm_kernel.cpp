@@ -1,13 +1,13 @@
 #include "components/models/layer_norm_kernel.h"
 
 #include <ATen/Parallel.h>
-#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
-#include <torch/version.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+
+#include "components/models/simd.h"
 
 // Vector code as in cpu_kernels.cpp: 8-float GCC vectors, an AVX2+FMA build of each kernel chosen
 // at run time, the generic build otherwise. Same operations in both: results do not depend on the
@@ -20,14 +20,8 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-typedef float v8 __attribute__((vector_size(32)));
-#define ENGINE_INLINE inline __attribute__((always_inline))
-ENGINE_INLINE v8 load(const float* p) {
-  v8 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-ENGINE_INLINE void store(float* p, v8 v) { std::memcpy(p, &v, sizeof v); }
+using namespace simd;
+
 ENGINE_INLINE float hsum(v8 v) {
   float s = 0;
   for (int i = 0; i < 8; ++i) s += v[i];
@@ -118,7 +112,6 @@ __attribute__((target("avx2,fma"))) void backward_rows_avx2(const BackRows& r, i
   for (int64_t n = b; n < e; ++n)
     backward_row(r.x + n * r.c, r.dy + n * r.c, r.w, r.mean[n], r.rstd[n], r.dx + n * r.c, r.gw, r.gb, r.c);
 }
-bool has_avx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 #endif
 
 // Rows of a contiguous [..., C] tensor: the forward, with the statistics the backward needs.
@@ -173,22 +166,14 @@ struct LayerNormLastDim : public torch::autograd::Function<LayerNormLastDim> {
   }
 };
 
-bool autocast_cpu() {
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-  return at::autocast::is_autocast_enabled(at::kCPU);
-#else
-  return at::autocast::is_cpu_enabled();
-#endif
-}
-
 }  // namespace
 
 torch::Tensor layer_norm_last_dim(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                                   double eps) {
-  const bool own = x.device().is_cpu() && x.scalar_type() == torch::kFloat && x.is_contiguous() && x.dim() >= 1 &&
+  const bool own = simd::cpu_float(x) && x.is_contiguous() && x.dim() >= 1 &&
                    weight.defined() && bias.defined() && weight.scalar_type() == torch::kFloat &&
                    bias.scalar_type() == torch::kFloat && weight.is_contiguous() && bias.is_contiguous() &&
-                   weight.numel() == x.size(-1) && !autocast_cpu();
+                   weight.numel() == x.size(-1);
   if (!own) return torch::layer_norm(x, {x.size(-1)}, weight, bias, eps);
   if (torch::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad() || bias.requires_grad()))
     return LayerNormLastDim::apply(x, weight, bias, eps);

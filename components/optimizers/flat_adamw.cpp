@@ -9,6 +9,8 @@
 #endif
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <memory>
 #include <utility>
 
@@ -242,7 +244,12 @@ void FlatAdamW::step_group_flat(size_t g) {
 
 torch::Tensor FlatAdamW::step(LossClosure closure) {
   flat_groups_ = 0;
-  if (closure || no_arena_) return AdamW::step(std::move(closure));
+  // ENGINE_FLAT_ADAMW=0: torch's AdamW as is (to measure one against the other, bench/RESULTS.md).
+  static const bool off = [] {
+    const char* e = std::getenv("ENGINE_FLAT_ADAMW");
+    return e && std::string(e) == "0";
+  }();
+  if (closure || no_arena_ || off) return AdamW::step(std::move(closure));
   if (!arena_matches()) build_arena();
   if (no_arena_) return AdamW::step(nullptr);
   for (size_t g = 0; g < param_groups().size(); ++g)

@@ -169,81 +169,63 @@ TEST_CASE("every variant is registered and builds from a recipe table") {
   CHECK(bad.errors.size() == 2);  // both problems at once, before building anything
 }
 
-// The MLP runs as GEMMs on the pixel rows when an optimised BLAS is loaded, as 1x1 convolutions
-// otherwise (ENGINE_MLP_GEMM=0 forces them): the same maths, so logits and every gradient of a
-// training step on real digits must agree up to float summation order.
-TEST_CASE("the MLP as GEMMs and as 1x1 convolutions give the same logits and gradients") {
-  const auto digits = test::mnist_batch(16, 40);
-  auto step = [&](bool gemm) {
-    if (gemm) unsetenv("ENGINE_MLP_GEMM");
-    else setenv("ENGINE_MLP_GEMM", "0", 1);
-    torch::manual_seed(3);
-    auto m = make_convnext("convnext_atto", opts(1, 10));
-    {  // timm's gamma init (1e-6) would hide the MLP's output: make every branch count
-      torch::NoGradGuard g;
-      for (auto& p : m->named_parameters())
-        if (p.key().find("gamma") != std::string::npos) p.value().fill_(0.5);
-    }
-    m->train();
-    auto logits = m->forward(digits.images);
-    torch::nn::functional::cross_entropy(logits, digits.labels).backward();
-    std::vector<torch::Tensor> out{logits.detach()};
-    for (auto& p : m->parameters()) out.push_back(p.grad().clone());
-    return out;
-  };
-  auto conv = step(false), gemm = step(true);
-  unsetenv("ENGINE_MLP_GEMM");
-  REQUIRE(conv.size() == gemm.size());
-  bool bits_differ = false;  // both paths really ran: float summation orders differ somewhere
-  for (size_t i = 0; i < conv.size(); ++i) {
-    bits_differ = bits_differ || !torch::equal(gemm[i], conv[i]);
+namespace {
+
+// Logits and every parameter gradient of one training step of convnext_atto on real digits, with
+// the kernel switch `env` on (unset) or off (= "0"). gamma = 0.5 instead of timm's 1e-6, so that
+// every block's branch counts.
+std::vector<torch::Tensor> training_step(const char* env, bool on, int64_t size, uint64_t seed) {
+  const auto digits = test::mnist_batch(16, size);
+  if (on) unsetenv(env);
+  else setenv(env, "0", 1);
+  torch::manual_seed(seed);
+  auto m = make_convnext("convnext_atto", opts(1, 10));
+  {
+    torch::NoGradGuard g;
+    for (auto& p : m->named_parameters())
+      if (p.key().find("gamma") != std::string::npos) p.value().fill_(0.5);
+  }
+  m->train();
+  auto logits = m->forward(digits.images);
+  torch::nn::functional::cross_entropy(logits, digits.labels).backward();
+  std::vector<torch::Tensor> out{logits.detach()};
+  for (auto& p : m->parameters()) {
+    CHECK(p.grad().sizes() == p.sizes());
+    out.push_back(p.grad().clone());
+  }
+  unsetenv(env);
+  return out;
+}
+
+// The kernel behind `env` and torch's op give the same step up to float summation order, and both
+// really ran (the bits differ somewhere).
+void check_same_step(const char* env, int64_t size, uint64_t seed) {
+  auto off = training_step(env, false, size, seed), on = training_step(env, true, size, seed);
+  REQUIRE(off.size() == on.size());
+  bool bits_differ = false;
+  for (size_t i = 0; i < off.size(); ++i) {
+    bits_differ = bits_differ || !torch::equal(on[i], off[i]);
     CAPTURE(i);
-    const double scale = conv[i].abs().max().item<double>();
+    const double scale = off[i].abs().max().item<double>();
     CHECK(scale > 0);
-    CHECK((gemm[i] - conv[i]).abs().max().item<double>() <= 1e-4 * scale + 1e-7);
+    CHECK((on[i] - off[i]).abs().max().item<double>() <= 1e-4 * scale + 1e-7);
   }
   CHECK(bits_differ);
 }
 
+}  // namespace
+
+// The MLP runs as GEMMs on the pixel rows when an optimised BLAS is loaded, as 1x1 convolutions
+// otherwise (ENGINE_MLP_GEMM=0 forces them).
+TEST_CASE("the MLP as GEMMs and as 1x1 convolutions give the same logits and gradients") {
+  check_same_step("ENGINE_MLP_GEMM", 40, 3);
+}
+
 // The stem and downsample convolutions run as GEMMs on patch rows alongside the MLP GEMMs
-// (ENGINE_PATCHIFY_GEMM=0 keeps oneDNN's convolutions): the same maths. At 42x42 the stem floors
+// (ENGINE_PATCHIFY_GEMM=0 keeps oneDNN's convolutions). At 42x42 the stem floors
 // (42 = 4 x 10 + 2) and so does stage 2's downsample (5x5 -> 2x2).
 TEST_CASE("the stem and downsamples as patch GEMMs and as convolutions give the same logits and gradients") {
-  const auto digits = test::mnist_batch(16, 42);
-  auto step = [&](bool gemm) {
-    if (gemm)
-      unsetenv("ENGINE_PATCHIFY_GEMM");
-    else
-      setenv("ENGINE_PATCHIFY_GEMM", "0", 1);
-    torch::manual_seed(5);
-    auto m = make_convnext("convnext_atto", opts(1, 10));
-    {  // timm's gamma init (1e-6) would let the blocks hide the downsamples: make every branch count
-      torch::NoGradGuard g;
-      for (auto& p : m->named_parameters())
-        if (p.key().find("gamma") != std::string::npos) p.value().fill_(0.5);
-    }
-    m->train();
-    auto logits = m->forward(digits.images);
-    torch::nn::functional::cross_entropy(logits, digits.labels).backward();
-    std::vector<torch::Tensor> out{logits.detach()};
-    for (auto& p : m->parameters()) {
-      CHECK(p.grad().sizes() == p.sizes());
-      out.push_back(p.grad().clone());
-    }
-    return out;
-  };
-  auto conv = step(false), gemm = step(true);
-  unsetenv("ENGINE_PATCHIFY_GEMM");
-  REQUIRE(conv.size() == gemm.size());
-  bool bits_differ = false;  // both paths really ran: float summation orders differ somewhere
-  for (size_t i = 0; i < conv.size(); ++i) {
-    bits_differ = bits_differ || !torch::equal(gemm[i], conv[i]);
-    CAPTURE(i);
-    const double scale = conv[i].abs().max().item<double>();
-    CHECK(scale > 0);
-    CHECK((gemm[i] - conv[i]).abs().max().item<double>() <= 1e-4 * scale + 1e-7);
-  }
-  CHECK(bits_differ);
+  check_same_step("ENGINE_PATCHIFY_GEMM", 42, 5);
   // The weights keep timm's shape and key.
   auto m = make_convnext("convnext_atto", opts(1, 10));
   auto params = m->named_parameters();
