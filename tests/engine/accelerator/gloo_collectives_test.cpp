@@ -15,6 +15,7 @@
 #include "engine/accelerator/collectives.h"
 #include "engine/core/errors.h"
 #include "engine/launcher/launcher.h"
+#include "tests/engine/accelerator/peer_failures.h"
 #include "tests/support/files.h"
 #include "tests/support/paths.h"
 
@@ -43,7 +44,7 @@ void on_two_ranks(const std::function<void(engine::Collectives&)>& body,
       2, o);
 }
 
-void write_file(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+using engine::test::write_file;
 }  // namespace
 
 TEST_CASE("gloo all_reduce_sum: exact sums of rank-dependent tensors, several dtypes") {
@@ -151,87 +152,24 @@ TEST_CASE("gloo: a shape mismatch is an error on every rank naming every shape, 
 }
 
 TEST_CASE("gloo: a SIGKILLed peer makes the survivor's collective throw at once") {
-  std::string dir = engine::test::temp_dir("gloo_killed");
   auto t0 = Clock::now();
   std::string error;
-  try {
-    on_two_ranks([&](engine::Collectives& c) {
-      std::vector<torch::Tensor> ts{torch::ones({1000})};
-      c.all_reduce_sum(ts);  // the group works
-      if (c.rank() == 1) {
-        std::this_thread::sleep_for(200ms);  // let rank 0 block in the next collective
-        write_file(dir + "/killed_at", std::to_string(Clock::now().time_since_epoch().count()));
-        raise(SIGKILL);
-      }
-      signal(SIGTERM, SIG_IGN);  // outlive launch()'s fail-fast SIGTERM long enough to report
-      std::string what = "(no error)";
-      try {
-        c.all_reduce_sum(ts);
-      } catch (const std::exception& e) {
-        what = e.what();
-      }
-      auto caught = Clock::now().time_since_epoch().count();
-      std::string again;
-      try {
-        c.barrier();  // after a transport failure, later calls fail at once
-      } catch (const std::exception& e) {
-        again = e.what();
-      }
-      write_file(dir + "/survivor", std::to_string(caught) + "\n" + what + "\n" + again);
-      throw std::runtime_error(what);
-    });
-  } catch (const engine::RunError& e) {
-    error = e.what();
-  }
+  auto s = engine::test::killed_peer(on_two_ranks, "gloo_killed", error);
   double launch_s = std::chrono::duration<double>(Clock::now() - t0).count();
   CHECK(error.find("rank 1 failed: killed by signal SIGKILL") != std::string::npos);
   CHECK(launch_s < 10.0);
-  std::istringstream survivor(read_text(dir + "/survivor"));
-  long long caught = 0;
-  std::string what, again;
-  survivor >> caught;
-  survivor.ignore();
-  std::getline(survivor, what);
-  std::getline(survivor, again);
-  long long killed = std::stoll(read_text(dir + "/killed_at"));
-  double detect_ms = (caught - killed) / 1e6;
-  MESSAGE("survivor's collective threw ", detect_ms, " ms after the kill: ", what);
-  CHECK(detect_ms < 10000);
-  CHECK(what.find("all_reduce_sum failed on rank 0 of 2") != std::string::npos);
-  CHECK(again.find("unusable after an earlier failure") != std::string::npos);
+  MESSAGE("survivor's collective threw ", s.when, " ms after the kill: ", s.what);
+  CHECK(s.when < 10000);
+  CHECK(s.what.find("all_reduce_sum failed on rank 0 of 2") != std::string::npos);
+  CHECK(s.again.find("unusable after an earlier failure") != std::string::npos);
 }
 
 TEST_CASE("gloo: a peer that stops calling collectives makes the other's call throw after the timeout") {
-  std::string dir = engine::test::temp_dir("gloo_hung");
-  CHECK_NOTHROW(on_two_ranks(
-      [&](engine::Collectives& c) {
-        c.barrier();
-        if (c.rank() == 1) {
-          std::this_thread::sleep_for(2500ms);  // alive, but never joins the all-reduce
-          return;
-        }
-        auto t0 = Clock::now();
-        std::string what = "(no error)";
-        try {
-          std::vector<torch::Tensor> ts{torch::ones({4})};
-          c.all_reduce_sum(ts);
-        } catch (const engine::RunError& e) {
-          what = e.what();
-        }
-        write_file(dir + "/rank0",
-                   std::to_string(std::chrono::duration<double>(Clock::now() - t0).count()) + "\n" + what);
-      },
-      1s));
-  std::istringstream in(read_text(dir + "/rank0"));
-  double s = 0;
-  std::string what;
-  in >> s;
-  in.ignore();
-  std::getline(in, what);
-  INFO(what);
-  CHECK(s >= 0.9);
-  CHECK(s < 2.4);
-  CHECK(what.find("all_reduce_sum failed on rank 0 of 2") != std::string::npos);
+  auto s = engine::test::hung_peer(on_two_ranks, "gloo_hung");
+  INFO(s.what);
+  CHECK(s.when >= 0.9);
+  CHECK(s.when < 2.4);
+  CHECK(s.what.find("all_reduce_sum failed on rank 0 of 2") != std::string::npos);
 }
 
 TEST_CASE("gloo: a rendezvous nobody joins fails after the timeout, naming the address") {

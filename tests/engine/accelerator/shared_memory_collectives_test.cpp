@@ -18,6 +18,7 @@
 
 #include "engine/core/errors.h"
 #include "engine/launcher/launcher.h"
+#include "tests/engine/accelerator/peer_failures.h"
 #include "tests/support/files.h"
 #include "tests/support/paths.h"
 
@@ -32,7 +33,7 @@ void expect(bool ok, const std::string& what) {
   if (!ok) throw std::runtime_error(what);
 }
 
-void write_file(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+using engine::test::write_file;
 
 // Runs `body` on 2 ranks whose collectives are Gloo wrapped by the shared-memory all-reduce; the
 // body fails when the wrapper did not apply (it would silently test Gloo alone).
@@ -115,69 +116,18 @@ TEST_CASE("shared-memory all_reduce_sum: a shape mismatch is Gloo's error naming
 }
 
 TEST_CASE("shared-memory all_reduce_sum: a SIGKILLed peer makes the survivor throw within a second, naming it") {
-  std::string dir = engine::test::temp_dir("shm_killed");
-  try {
-    on_two_ranks([&](engine::Collectives& c) {
-      std::vector<torch::Tensor> ts{torch::ones({1000})};
-      c.all_reduce_sum(ts);  // the group works
-      if (c.rank() == 1) {
-        std::this_thread::sleep_for(200ms);  // let rank 0 wait in the next all-reduce
-        write_file(dir + "/killed_at", std::to_string(Clock::now().time_since_epoch().count()));
-        raise(SIGKILL);
-      }
-      signal(SIGTERM, SIG_IGN);  // outlive launch()'s fail-fast SIGTERM long enough to report
-      std::string what = "(no error)";
-      try {
-        c.all_reduce_sum(ts);
-      } catch (const std::exception& e) {
-        what = e.what();
-      }
-      write_file(dir + "/survivor", std::to_string(Clock::now().time_since_epoch().count()) + "\n" + what);
-      throw std::runtime_error(what);
-    });
-  } catch (const engine::RunError&) {
-  }
-  std::istringstream survivor(read_text(dir + "/survivor"));
-  long long caught = 0;
-  std::string what;
-  survivor >> caught;
-  survivor.ignore();
-  std::getline(survivor, what);
-  const double detect_ms = (caught - std::stoll(read_text(dir + "/killed_at"))) / 1e6;
-  MESSAGE("survivor threw ", detect_ms, " ms after the kill: ", what);
-  CHECK(detect_ms < 1000);
-  CHECK(what.find("shared-memory all-reduce on rank 0 of 2: rank 1 (pid ") != std::string::npos);
-  CHECK(what.find("is gone") != std::string::npos);
+  std::string error;
+  auto s = engine::test::killed_peer(on_two_ranks, "shm_killed", error);
+  MESSAGE("survivor threw ", s.when, " ms after the kill: ", s.what);
+  CHECK(s.when < 1000);
+  CHECK(s.what.find("shared-memory all-reduce on rank 0 of 2: rank 1 (pid ") != std::string::npos);
+  CHECK(s.what.find("is gone") != std::string::npos);
 }
 
 TEST_CASE("shared-memory all_reduce_sum: a live peer that never joins makes the call throw after the timeout") {
-  std::string dir = engine::test::temp_dir("shm_hung");
-  CHECK_NOTHROW(on_two_ranks(
-      [&](engine::Collectives& c) {
-        c.barrier();
-        if (c.rank() == 1) {
-          std::this_thread::sleep_for(2500ms);  // alive, but never joins the all-reduce
-          return;
-        }
-        auto t0 = Clock::now();
-        std::string what = "(no error)";
-        try {
-          std::vector<torch::Tensor> ts{torch::ones({4})};
-          c.all_reduce_sum(ts);
-        } catch (const engine::RunError& e) {
-          what = e.what();
-        }
-        write_file(dir + "/rank0", std::to_string(std::chrono::duration<double>(Clock::now() - t0).count()) + "\n" + what);
-      },
-      1s));
-  std::istringstream in(read_text(dir + "/rank0"));
-  double s = 0;
-  std::string what;
-  in >> s;
-  in.ignore();
-  std::getline(in, what);
-  INFO(what);
-  CHECK(s >= 0.9);
-  CHECK(s < 2.4);
-  CHECK(what.find("did not arrive within 1 s") != std::string::npos);
+  auto s = engine::test::hung_peer(on_two_ranks, "shm_hung");
+  INFO(s.what);
+  CHECK(s.when >= 0.9);
+  CHECK(s.when < 2.4);
+  CHECK(s.what.find("did not arrive within 1 s") != std::string::npos);
 }
