@@ -261,7 +261,10 @@ class SharedMemoryAllReduce final : public Collectives {
     for (int q = 0; q < size_; ++q) ok = ok && ctl_->rank[q].ok == 1;
     if (!ok) {
       disabled_ = true;
-      if (!why.empty()) std::cerr << "engine: rank " << rank_ << ": shared-memory all-reduce off (" << why << "); using Gloo\n";
+      // Only the main process prints; the reason is its own if it failed, else another rank's.
+      if (rank_ == 0)
+        std::cerr << "engine: shared-memory all-reduce off (" << (why.empty() ? "another rank could not map /dev/shm" : why)
+                  << "); gradients go through Gloo\n";
       return false;
     }
     slots_ = std::move(maps);
