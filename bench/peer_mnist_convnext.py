@@ -319,12 +319,15 @@ def main():
             loss_sum += loss.item() * x.shape[0]
             count += x.shape[0]
         train_s = time.perf_counter() - t0
+        t_eval = time.perf_counter()
         acc, vloss, _ = evaluate(model, valid_loader, channels_last)
+        eval_s = time.perf_counter() - t_eval  # the engine's eval_images_per_s: valid images / this
         if acc > best:
             best, best_epoch = acc, epoch + 1
             torch.save(model.state_dict(), best_path)
         e = {"epoch": epoch + 1, "train/loss": loss_sum / count, "valid/loss": vloss, "valid/accuracy": acc,
-             "seconds": time.perf_counter() - t0, "train_seconds": train_s, "images_per_s": count / train_s}
+             "seconds": time.perf_counter() - t0, "train_seconds": train_s, "images_per_s": count / train_s,
+             "eval_images_per_s": len(valid_idx) / eval_s}
         epochs.append(e)
         print(f"epoch {epoch + 1}/{args.epochs}  loss {e['train/loss']:.4f}  valid/loss {vloss:.4f}  "
               f"valid/accuracy {acc:.4f}  {e['seconds']:.1f}s  {e['images_per_s']:.1f} img/s", flush=True)
@@ -336,6 +339,7 @@ def main():
               "train": len(train_idx), "valid": len(valid_idx), "batch_size": args.batch_size,
               "epochs": args.epochs, "channels_last": channels_last, "workers": args.workers,
               "images_per_s": epochs[-1]["images_per_s"], "images_per_s_per_epoch": [e["images_per_s"] for e in epochs],
+              "eval_images_per_s": epochs[-1]["eval_images_per_s"],
               "seconds_per_epoch": [e["seconds"] for e in epochs], "fit_seconds": fit_s,
               "valid_accuracy": final_acc, "best_epoch": best_epoch}
     if args.test:

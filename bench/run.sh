@@ -91,12 +91,13 @@ r = {"wall_s": wall, "cpu_s": float(field("User time (seconds)")) + float(field(
 r.update(json.load(open(f"{runs}/{name}.mem.json")))
 if name == "peer":
     j = json.loads([l for l in open(f"{runs}/{name}.log") if l.startswith("{")][-1])
-    r.update(images_per_s=j["images_per_s"], images_per_s_per_epoch=[round(v, 2) for v in j["images_per_s_per_epoch"]],
+    r.update(images_per_s=j["images_per_s"], eval_images_per_s=j["eval_images_per_s"], images_per_s_per_epoch=[round(v, 2) for v in j["images_per_s_per_epoch"]],
              valid_accuracy=j["valid_accuracy"], test_accuracy=j.get("test_accuracy"))
 else:
     epochs = [json.loads(l) for l in open(f"{runs}/{name}/metrics.jsonl") if '"epoch"' in l]
     epochs = [e for e in epochs if e.get("type", "epoch") == "epoch"]
     r["images_per_s"] = epochs[-1]["images_per_s"]
+    r["eval_images_per_s"] = epochs[-1]["eval_images_per_s"]
     r["images_per_s_per_epoch"] = [round(e["images_per_s"], 2) for e in epochs]
     s = json.load(open(f"{runs}/{name}/summary.json"))
     r.update(valid_accuracy=s.get("valid/accuracy"), test_accuracy=s.get("test/accuracy"))
@@ -130,6 +131,7 @@ def sh(cmd):
     try: return subprocess.run(cmd, shell=True, capture_output=True, text=True).stdout.strip()
     except Exception: return "?"
 rows = [("train images/s (last epoch)", "images_per_s", "{:.1f}"),
+        ("evaluation images/s (last epoch's validation pass)", "eval_images_per_s", "{:.1f}"),
         ("wall time, s (whole command)", "wall_s", "{:.1f}"),
         ("CPU time user+sys, s", "cpu_s", "{:.1f}"),
         ("peak RSS, MiB (largest process, time -v)", "maxrss_mb", "{:.0f}"),

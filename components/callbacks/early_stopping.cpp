@@ -4,6 +4,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "engine/core/text.h"
 #include "engine/trainer/fit_context.h"
 
 namespace engine {
@@ -24,12 +25,7 @@ class EarlyStopping : public Callback {
   bool main_process_only() const override { return false; }
   std::string monitored() const override { return opts_.monitor.key; }
 
-  std::string state() const override {
-    std::ostringstream s;
-    s.precision(17);
-    s << best_ << " " << waited_;
-    return s.str();
-  }
+  std::string state() const override { return exact_number(best_) + " " + std::to_string(waited_); }
   void load_state(FitContext&, const std::string& text) override {
     std::istringstream s(text);
     std::string best;
@@ -40,7 +36,8 @@ class EarlyStopping : public Callback {
   void on_epoch_end(FitContext& ctx, const EpochLog& log) override {
     // load_recipe() checked the key; a missing value here is a bug, never a silent stop.
     if (!log.has(opts_.monitor.key))
-      throw std::logic_error("early_stopping: monitor \"" + opts_.monitor.key + "\" is not among this epoch's values");
+      throw std::logic_error("early_stopping: monitor \"" + opts_.monitor.key +
+                             "\" is not among this epoch's values");
     const double v = log.get(opts_.monitor.key);
     if (opts_.monitor.improved(v, best_, opts_.min_delta)) {
       best_ = v;

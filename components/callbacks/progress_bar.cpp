@@ -95,7 +95,7 @@ class ProgressBar : public Callback {
     for (const auto& [k, v] : log.values) {
       if (k == "step") continue;
       if (k == "seconds") row += fmt::format("  {:>14}", clock_text(v));
-      else if (k == "images_per_s") row += fmt::format("  {:>14.0f}", v);
+      else if (k == "images_per_s" || k == "eval_images_per_s") row += fmt::format("  {:>14.0f}", v);
       else if (k == "comm_ms_per_step") row += fmt::format("  {:>14.1f}", v);
       else if (k == "lr") row += fmt::format("  {:>14.3e}", v);
       else row += fmt::format("  {:>14.6f}", v);

@@ -21,10 +21,10 @@ nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) {
 // Under bf16 autocast BatchNorm needs no fp32 detour (unlike layer_norm): LibTorch 1.13's CPU
 // batch_norm takes the bf16 conv output with fp32 weights, computes the statistics in fp32 and
 // updates the fp32 running statistics in place (resnet_test checks both).
-class BlockImpl : public nn::Module {
+class ResidualBlockImpl : public nn::Module {
  public:
-  BlockImpl(int64_t inplanes, int64_t planes, int64_t stride, bool bottleneck, nn::Sequential downsample,
-            double drop_path)
+  ResidualBlockImpl(int64_t inplanes, int64_t planes, int64_t stride, bool bottleneck,
+                    nn::Sequential downsample, double drop_path)
       : drop_path_(drop_path) {
     if (bottleneck) {
       add(inplanes, planes, 1, 1);
@@ -68,14 +68,14 @@ class BlockImpl : public nn::Module {
   std::vector<nn::BatchNorm2d> bns_;
   nn::Sequential downsample_{nullptr};
 };
-TORCH_MODULE(Block);
+TORCH_MODULE(ResidualBlock);
 
 }  // namespace
 
 struct ResNetParts {
   nn::Conv2d conv1{nullptr};
   nn::BatchNorm2d bn1{nullptr};
-  std::vector<std::vector<Block>> layers;
+  std::vector<std::vector<ResidualBlock>> layers;
   nn::Linear fc{nullptr};
 };
 
@@ -109,7 +109,7 @@ ResNet::ResNet(const ResNetArch& arch, const ResNetOptions& options)
                                     nn::BatchNorm2d(planes * expansion));
       // timm: drop_path_rate * block / (blocks - 1), rising linearly over the whole network.
       const double dp = total > 1 ? options.drop_path_rate * block / (total - 1) : 0.0;
-      Block b(inplanes, planes, j == 0 ? stride : 1, arch.bottleneck, downsample, dp);
+      ResidualBlock b(inplanes, planes, j == 0 ? stride : 1, arch.bottleneck, downsample, dp);
       layer->push_back(b);
       parts_->layers.back().push_back(b);
       inplanes = planes * expansion;

@@ -10,20 +10,19 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <string>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "components/optimizers/optimizer_util.h"
 
 namespace engine {
 
-using torch::optim::AdamWOptions;
-using torch::optim::AdamWParamState;
-
 namespace {
 
-bool dense(const torch::Tensor& t) { return t.layout() == torch::kStrided && t.is_non_overlapping_and_dense(); }
+bool dense(const torch::Tensor& t) {
+  return t.layout() == torch::kStrided && t.is_non_overlapping_and_dense();
+}
 
 // `t` already is this view of the arena (same memory, same geometry).
 bool is_view(const torch::Tensor& t, const torch::Tensor& view) {
@@ -34,8 +33,10 @@ bool is_view(const torch::Tensor& t, const torch::Tensor& view) {
 // Moves a tensor's values into its arena view and returns the view (no-op when it already is).
 torch::Tensor adopt(const torch::Tensor& t, const torch::Tensor& view) {
   if (is_view(t, view)) return view;
-  if (t.defined()) view.copy_(t.detach());
-  else view.zero_();
+  if (t.defined())
+    view.copy_(t.detach());
+  else
+    view.zero_();
   return view;
 }
 
@@ -61,9 +62,10 @@ inline void adamw_scalar(float* p, const float* g, float* m, float* v, int64_t n
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target("avx2,fma"))) void adamw_avx2(float* p, const float* g, float* m, float* v, int64_t n,
                                                     const AdamWCoeffs& c) {
-  const __m256 decay = _mm256_set1_ps(c.decay), b1 = _mm256_set1_ps(c.beta1), a1 = _mm256_set1_ps(c.one_minus_beta1),
-               b2 = _mm256_set1_ps(c.beta2), a2 = _mm256_set1_ps(c.one_minus_beta2),
-               ib = _mm256_set1_ps(c.inv_sqrt_bc2), eps = _mm256_set1_ps(c.eps), ss = _mm256_set1_ps(c.neg_step_size);
+  const __m256 decay = _mm256_set1_ps(c.decay), b1 = _mm256_set1_ps(c.beta1),
+               a1 = _mm256_set1_ps(c.one_minus_beta1), b2 = _mm256_set1_ps(c.beta2),
+               a2 = _mm256_set1_ps(c.one_minus_beta2), ib = _mm256_set1_ps(c.inv_sqrt_bc2),
+               eps = _mm256_set1_ps(c.eps), ss = _mm256_set1_ps(c.neg_step_size);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 gi = _mm256_loadu_ps(g + i);
@@ -80,7 +82,8 @@ __attribute__((target("avx2,fma"))) void adamw_avx2(float* p, const float* g, fl
 bool has_avx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 #endif
 
-void adamw_fused(torch::Tensor& p, const torch::Tensor& g, torch::Tensor& m, torch::Tensor& v, const AdamWCoeffs& c) {
+void adamw_fused(torch::Tensor& p, const torch::Tensor& g, torch::Tensor& m, torch::Tensor& v,
+                 const AdamWCoeffs& c) {
   float* pd = p.data_ptr<float>();
   const float* gd = g.data_ptr<float>();
   float* md = m.data_ptr<float>();
@@ -90,14 +93,14 @@ void adamw_fused(torch::Tensor& p, const torch::Tensor& g, torch::Tensor& m, tor
   if (has_avx2()) kernel = &adamw_avx2;
 #endif
   // Elements are independent: any split over threads gives the same result.
-  at::parallel_for(0, p.numel(), 1 << 16, [&](int64_t b, int64_t e) {
-    kernel(pd + b, gd + b, md + b, vd + b, e - b, c);
-  });
+  at::parallel_for(0, p.numel(), 1 << 16,
+                   [&](int64_t b, int64_t e) { kernel(pd + b, gd + b, md + b, vd + b, e - b, c); });
 }
 
 }  // namespace
 
-FlatAdamW::FlatAdamW(std::vector<torch::optim::OptimizerParamGroup> groups, AdamWOptions defaults)
+FlatAdamW::FlatAdamW(std::vector<torch::optim::OptimizerParamGroup> groups,
+                     torch::optim::AdamWOptions defaults)
     : AdamW(std::move(groups), std::move(defaults)) {}
 
 bool FlatAdamW::arena_matches() const {
@@ -124,7 +127,8 @@ void FlatAdamW::build_arena() {
   const torch::Tensor* first = nullptr;
   for (const auto& group : param_groups())
     for (const auto& p : group.params()) {
-      if (!dense(p) || (first && (p.scalar_type() != first->scalar_type() || p.device() != first->device()))) {
+      if (!dense(p) ||
+          (first && (p.scalar_type() != first->scalar_type() || p.device() != first->device()))) {
         no_arena_ = true;  // mixed dtypes or devices, or an odd layout: torch's per-parameter update
         return;
       }
@@ -158,7 +162,7 @@ void FlatAdamW::build_arena() {
       if (p.grad().defined()) p.mutable_grad() = adopt(p.grad(), s.grad);
       auto it = state_.find(optim_detail::state_key(state_, p));
       if (it != state_.end()) {
-        auto& st = static_cast<AdamWParamState&>(*it->second);
+        auto& st = static_cast<torch::optim::AdamWParamState&>(*it->second);
         st.exp_avg(adopt(st.exp_avg(), s.exp_avg));
         st.exp_avg_sq(adopt(st.exp_avg_sq(), s.exp_avg_sq));
       }
@@ -172,12 +176,13 @@ void FlatAdamW::build_arena() {
 
 bool FlatAdamW::make_group_flat(size_t g) {
   auto& group = param_groups()[g];
-  if (static_cast<AdamWOptions&>(group.options()).amsgrad()) return false;
+  if (static_cast<torch::optim::AdamWOptions&>(group.options()).amsgrad()) return false;
   int64_t step = -1;
   for (const auto& p : group.params()) {
     if (!p.grad().defined()) return false;  // frozen or unused this step: torch skips it
     auto it = state_.find(optim_detail::state_key(state_, p));
-    const int64_t s = it == state_.end() ? 0 : static_cast<AdamWParamState&>(*it->second).step();
+    const int64_t s =
+        it == state_.end() ? 0 : static_cast<torch::optim::AdamWParamState&>(*it->second).step();
     if (step >= 0 && s != step) return false;  // parameters at different steps: per parameter
     step = s;
   }
@@ -192,13 +197,13 @@ bool FlatAdamW::make_group_flat(size_t g) {
     auto key = optim_detail::state_key(state_, p);
     auto it = state_.find(key);
     if (it == state_.end()) {
-      auto st = std::make_unique<AdamWParamState>();
+      auto st = std::make_unique<torch::optim::AdamWParamState>();
       st->step(0);
       st->exp_avg(adopt(torch::Tensor(), s.exp_avg));
       st->exp_avg_sq(adopt(torch::Tensor(), s.exp_avg_sq));
       state_[key] = std::move(st);
     } else {
-      auto& st = static_cast<AdamWParamState&>(*it->second);
+      auto& st = static_cast<torch::optim::AdamWParamState&>(*it->second);
       st.exp_avg(adopt(st.exp_avg(), s.exp_avg));
       st.exp_avg_sq(adopt(st.exp_avg_sq(), s.exp_avg_sq));
     }
@@ -208,14 +213,15 @@ bool FlatAdamW::make_group_flat(size_t g) {
 
 void FlatAdamW::step_group_flat(size_t g) {
   auto& group = param_groups()[g];
-  const auto& o = static_cast<AdamWOptions&>(group.options());
+  const auto& o = static_cast<torch::optim::AdamWOptions&>(group.options());
   const auto [begin, end] = range_[g];
   if (end == begin) return;
   torch::Tensor p = params_.narrow(0, begin, end - begin), grad = grads_.narrow(0, begin, end - begin),
-                exp_avg = exp_avg_.narrow(0, begin, end - begin), exp_avg_sq = exp_avg_sq_.narrow(0, begin, end - begin);
+                exp_avg = exp_avg_.narrow(0, begin, end - begin),
+                exp_avg_sq = exp_avg_sq_.narrow(0, begin, end - begin);
   int64_t step = 0;
   for (const auto& q : group.params()) {
-    auto& st = static_cast<AdamWParamState&>(*state_.at(optim_detail::state_key(state_, q)));
+    auto& st = static_cast<torch::optim::AdamWParamState&>(*state_.at(optim_detail::state_key(state_, q)));
     step = st.step() + 1;
     st.step(step);
   }

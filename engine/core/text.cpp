@@ -32,13 +32,21 @@ std::string nearest(std::string_view word, const std::vector<std::string>& candi
   return best_d <= limit ? best : std::string();
 }
 
-std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates, std::string_view listing) {
+std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates,
+                         std::string_view listing) {
   const std::string near = nearest(word, candidates);
   return (near.empty() ? "" : "did you mean \"" + near + "\"? ") + std::string(listing) + join(candidates);
 }
 
 std::string format_number(double value) {
   std::ostringstream s;
+  s << value;
+  return s.str();
+}
+
+std::string exact_number(double value) {
+  std::ostringstream s;
+  s.precision(17);
   s << value;
   return s.str();
 }

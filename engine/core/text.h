@@ -20,6 +20,10 @@ std::string did_you_mean(std::string_view word, const std::vector<std::string>& 
 /// A number as a user reads it in a message: 0.001, 1e-08, 255 (ostream's default format).
 std::string format_number(double value);
 
+/// A number with 17 significant digits: reading it back gives the same double ("nan", "inf" too).
+/// What checkpoints store.
+std::string exact_number(double value);
+
 /// "a, b, c" — for "known: ..." lists.
 std::string join(const std::vector<std::string>& items, std::string_view sep = ", ");
 

@@ -9,6 +9,7 @@
 
 #include "engine/core/errors.h"
 #include "engine/io/atomic_file.h"
+#include "engine/io/weights.h"  // shape_text
 
 // The format is defined as little-endian; we copy tensor memory verbatim, so the host must be too.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors I/O assumes a little-endian host");
@@ -39,12 +40,6 @@ const char* code_of(torch::ScalarType t) {
 
 [[noreturn]] void bad(const std::string& path, const std::string& problem) {
   throw UserError(path + ": not a valid safetensors file: " + problem);
-}
-
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
 }
 
 // One header entry after validation of its own fields (the tiling check needs all of them).

@@ -10,11 +10,6 @@ namespace engine::report {
 
 namespace {
 
-// Values every epoch line carries that are not metrics: they get charts of their own.
-bool bookkeeping(const std::string& key) {
-  return key == "lr" || key == "seconds" || key == "images_per_s" || key == "comm_ms_per_step";
-}
-
 std::string metric_of(const std::string& key) {
   auto slash = key.rfind('/');
   return slash == std::string::npos ? key : key.substr(slash + 1);
@@ -100,7 +95,7 @@ std::vector<Chart> build_charts(const std::vector<RunData>& runs, const std::vec
   std::map<std::string, std::vector<std::string>>
       metrics;  // "accuracy" -> valid/accuracy, valid_ema/accuracy
   for (const auto& k : epoch_keys) {
-    if (bookkeeping(k)) continue;
+    if (is_bookkeeping(k)) continue;
     if (metric_of(k) == "loss")
       losses.push_back(k);
     else
@@ -152,12 +147,16 @@ std::vector<Chart> build_charts(const std::vector<RunData>& runs, const std::vec
     charts.push_back(make_chart("chart-lr", "Learning rate (head group) at epoch end",
                                 x == X::step ? "step" : "epoch", "lr", runs, labels, {{"lr", false, x, ""}}));
   }
-  if (epoch_keys.count("images_per_s"))
-    charts.push_back(make_chart("chart-throughput", "Training throughput", "epoch", "images/s", runs, labels,
-                                {{"images_per_s", false, X::epoch, ""}}));
+  if (epoch_keys.count("images_per_s")) {
+    std::vector<Line> lines{{"images_per_s", false, X::epoch, " train"}};
+    if (epoch_keys.count("eval_images_per_s"))
+      lines.push_back({"eval_images_per_s", false, X::epoch, " evaluation"});
+    charts.push_back(make_chart("chart-throughput", "Throughput: training and validation passes", "epoch",
+                                "images/s", runs, labels, lines));
+  }
   if (epoch_keys.count("comm_ms_per_step"))  // DDP runs only
-    charts.push_back(make_chart("chart-comm", "Communication per optimizer step (main rank, waits included)", "epoch",
-                                "ms", runs, labels, {{"comm_ms_per_step", false, X::epoch, ""}}));
+    charts.push_back(make_chart("chart-comm", "Communication per optimizer step (main rank, waits included)",
+                                "epoch", "ms", runs, labels, {{"comm_ms_per_step", false, X::epoch, ""}}));
   if (epoch_keys.count("seconds")) {
     // Cumulative: the slope is the time per epoch, the last point the run's wall time.
     double longest = 0;

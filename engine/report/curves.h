@@ -5,7 +5,7 @@
 //   chart-loss-step     train/loss of the step lines against step, with the epochs' valid losses
 //   chart-metric-<m>    one per metric (valid/accuracy and valid_ema/accuracy share "accuracy")
 //   chart-lr            learning rate against step (epoch when no line has a step)
-//   chart-throughput    images/s per epoch
+//   chart-throughput    images/s per epoch: training, and the validation pass
 //   chart-wall-time     cumulative wall time against epoch
 #include <string>
 #include <vector>

@@ -13,8 +13,6 @@ using nlohmann::json;
 
 namespace {
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
 // RFC 4180 rows read one at a time (quoted fields may hold commas, "" and line breaks): a
 // valid_predictions.csv of 50,000 samples x 1,000 classes is never held in memory at once.
 bool next_csv_row(std::istream& in, std::vector<std::string>& row) {

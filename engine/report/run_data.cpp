@@ -21,8 +21,6 @@ using nlohmann::json;
 
 namespace {
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
 bool read_file(const std::string& path, std::string& out) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return false;
@@ -269,6 +267,11 @@ RunData read_run_dir(const std::string& dir) {
   if (run.has_non_finite())
     run.notes.push_back("some logged values are NaN or infinite (marked x on the charts)");
   return run;
+}
+
+bool is_bookkeeping(const std::string& key) {
+  return key == "lr" || key == "seconds" || key == "images_per_s" || key == "eval_images_per_s" ||
+         key == "comm_ms_per_step";
 }
 
 }  // namespace engine::report

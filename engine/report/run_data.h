@@ -15,11 +15,14 @@
 //   recipe.resolved.toml   the recipe with every default filled in
 //   run_info.json          world size, device, machine, engine version (written when a run ends)
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
 
 namespace engine::report {
+
+inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 /// One line of metrics.jsonl. Missing values are absent from `values`; non-finite ones are NaN/inf.
 struct MetricRecord {
@@ -66,6 +69,10 @@ struct RunData {
   /// True when some logged value is NaN or infinite.
   bool has_non_finite() const;
 };
+
+/// Values every epoch line carries that are not metrics (learning rate, timing, communication):
+/// they get charts of their own and are left out of metric tables.
+bool is_bookkeeping(const std::string& key);
 
 /// Reads a run directory. A directory with neither recipe.resolved.toml nor metrics.jsonl is not a
 /// run: UserError naming the path and what `engine run` writes there.

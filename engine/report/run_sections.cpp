@@ -12,9 +12,6 @@ namespace engine::report {
 
 namespace {
 
-bool bookkeeping(const std::string& key) {
-  return key == "lr" || key == "seconds" || key == "images_per_s" || key == "comm_ms_per_step";
-}
 bool lower_is_better(const std::string& key) {
   return key.find("loss") != std::string::npos || key.find("error") != std::string::npos;
 }
@@ -54,7 +51,7 @@ std::vector<std::string> metric_keys(const std::vector<RunData>& runs) {
   for (const auto& run : runs)
     for (const auto& e : run.epochs)
       for (const auto& [k, v] : e.values)
-        if (!bookkeeping(k)) keys.insert(k);
+        if (!is_bookkeeping(k)) keys.insert(k);
   std::vector<std::string> out(keys.begin(), keys.end());
   auto rank = [](const std::string& k) {
     return k == "train/loss" ? 0 : k.find("loss") != std::string::npos ? 1 : 2;

@@ -13,7 +13,7 @@
 namespace engine {
 namespace {
 
-std::string describe(const torch::Tensor& t) {
+std::string tensor_text(const torch::Tensor& t) {
   std::ostringstream s;
   s << c10::toString(t.scalar_type()) << " " << t.sizes() << " on " << t.device();
   return s.str();
@@ -57,7 +57,7 @@ std::vector<torch::Tensor> ModelEma::matching(const torch::nn::Module& model, co
       problems.push_back("tensor " + std::to_string(i) + " is \"" + mk + "\" in the model, \"" + ek +
                          "\" in the EMA");
     else if (et.sizes() != mt.sizes() || et.scalar_type() != mt.scalar_type() || et.device() != mt.device())
-      problems.push_back(ek + ": " + describe(mt) + " in the model, " + describe(et) + " in the EMA");
+      problems.push_back(ek + ": " + tensor_text(mt) + " in the model, " + tensor_text(et) + " in the EMA");
   }
   if (!problems.empty()) {
     std::string msg =
@@ -135,7 +135,8 @@ void ModelEma::load_state(const NamedTensors& tensors) {
     const torch::Tensor& g = *it->second;
     if (g.sizes() != t.sizes() ||
         (g.scalar_type() != t.scalar_type() && !(g.is_floating_point() && t.is_floating_point())))
-      problems.push_back(k + ": " + describe(g) + " in the state cannot load into the EMA's " + describe(t));
+      problems.push_back(k + ": " + tensor_text(g) + " in the state cannot load into the EMA's " +
+                         tensor_text(t));
   }
   for (const auto& [k, t] : tensors)
     if (!known.count(k)) problems.push_back(k + ": unexpected key (not in the model)");

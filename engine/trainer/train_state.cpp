@@ -2,16 +2,9 @@
 
 #include <sstream>
 
-namespace engine {
+#include "engine/core/text.h"
 
-namespace {
-std::string exact(double v) {
-  std::ostringstream s;
-  s.precision(17);
-  s << v;
-  return s.str();
-}
-}  // namespace
+namespace engine {
 
 std::map<std::string, std::string> TrainState::to_metadata() const {
   return {{"epoch", std::to_string(epoch)},
@@ -19,7 +12,7 @@ std::map<std::string, std::string> TrainState::to_metadata() const {
           {"skipped_steps", std::to_string(skipped_steps)},
           {"images_seen", std::to_string(images_seen)},
           {"best_epoch", std::to_string(best_epoch)},
-          {"best_value", exact(best_value)},
+          {"best_value", exact_number(best_value)},
           {"stop", stop ? "1" : "0"},
           {"batches_done", std::to_string(batches_done)},
           {"phase_first_step", std::to_string(phase_first_step)}};

@@ -18,6 +18,7 @@
 #include "engine/accelerator/grad_span.h"
 #include "engine/core/errors.h"
 #include "engine/core/preemption.h"
+#include "engine/core/text.h"
 #include "engine/data/sampler.h"
 #include "engine/io/weights.h"
 #include "engine/io/atomic_file.h"
@@ -203,12 +204,17 @@ void Trainer::fit() {
       EpochLog log;
       log.epoch = epoch + 1;
       log.values.emplace_back("train/loss", sums[1] > 0 ? sums[0] / sums[1] : NAN);
+      const auto t_eval = Clock::now();
       auto ev = evaluate_epoch();
+      const double eval_seconds = seconds_since(t_eval);
       log.values.insert(log.values.end(), ev.begin(), ev.end());
       log.values.emplace_back("lr", head_lr());
       log.values.emplace_back("step", static_cast<double>(state_.step));
       log.values.emplace_back("seconds", seconds_since(t0));
       log.values.emplace_back("images_per_s", sums[1] / train_seconds);
+      // The validation pass (every rank's shard, gathers and metrics included; EMA weights count twice).
+      const double evaluated = static_cast<double>(parts_.split.valid.size()) * (ema_ ? 2 : 1);
+      if (evaluated > 0) log.values.emplace_back("eval_images_per_s", evaluated / eval_seconds);
       // DDP: the main rank's time per optimizer step in collectives (gradient all-reduce and the
       // step's loss/stop agreement), waits for the slower rank included.
       if (acc_.world().distributed() && steps > 0) log.values.emplace_back("comm_ms_per_step", 1000 * comm_seconds / steps);
@@ -233,8 +239,6 @@ at::Generator default_generator(const torch::Device& device) {
   return at::globalContext().defaultGenerator(device.is_cuda() ? device : torch::Device(torch::kCPU));
 }
 
-std::string exact(double v) { return fmt::format("{:.17g}", v); }
-
 }  // namespace
 
 std::string Trainer::save_checkpoint() {
@@ -254,9 +258,9 @@ std::string Trainer::save_checkpoint() {
   std::string path;
   if (acc_.is_main()) {
     auto meta = state_.to_metadata();
-    meta["scaler.scale"] = exact(acc_.scaler().scale());
+    meta["scaler.scale"] = exact_number(acc_.scaler().scale());
     meta["scaler.growth_tracker"] = std::to_string(acc_.scaler().growth_tracker());
-    for (size_t g = 0; g < parts_.optimizer->param_groups().size(); ++g) meta["lr." + std::to_string(g)] = exact(get_lr(*parts_.optimizer, g));
+    for (size_t g = 0; g < parts_.optimizer->param_groups().size(); ++g) meta["lr." + std::to_string(g)] = exact_number(get_lr(*parts_.optimizer, g));
     meta["world_size"] = std::to_string(world);
     meta["recipe"] = recipe_.resolved_toml;
     meta["recipe_file"] = recipe_.file;

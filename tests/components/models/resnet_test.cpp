@@ -234,13 +234,16 @@ TEST_CASE("resnet trains under bf16 CPU autocast: bf16 logits, fp32 BN statistic
     CHECK(torch::isfinite(p.value().grad()).all().item<bool>());
   }
   // The gradients point the same way as in fp32 (bf16 keeps ~3 significant digits). Not a conv
-  // inside a residual branch: zero_init_last gives those exactly zero gradients at init.
+  // inside a residual branch: zero_init_last gives those exactly zero gradients at init. The first
+  // layers' gradients come through the whole bf16 backward: measured cosines 0.97-0.99 where oneDNN
+  // has AVX-512 bf16 kernels (Intel Xeon), 0.946 (layer2 downsample) and 0.955 (conv1) on an AVX2
+  // AMD EPYC (LibTorch's fallback kernels). A wrong gradient (sign, layer, missing term) is far below.
   for (std::string k : {"conv1.weight", "layer2.0.downsample.0.weight", "layer3.1.bn2.weight", "fc.weight"}) {
     CAPTURE(k);
     auto a = low->named_parameters()[k].grad().flatten(), b = ref->named_parameters()[k].grad().flatten();
     const double cos = torch::cosine_similarity(a, b, 0).item<double>();
     MESSAGE(k << ": cosine(bf16 grad, fp32 grad) = " << cos);
-    CHECK(cos > 0.97);
+    CHECK(cos > 0.9);
   }
   // BatchNorm statistics stay fp32 and are really updated under autocast (not a bf16 copy).
   auto rl = low->named_buffers(), rr = ref->named_buffers();

@@ -72,6 +72,7 @@ std::vector<nlohmann::json> metrics(const std::string& run_dir) {
     auto j = nlohmann::json::parse(l);
     j.erase("seconds");
     j.erase("images_per_s");
+    j.erase("eval_images_per_s");
     j.erase("comm_ms_per_step");
     out.push_back(j);
   }

@@ -51,7 +51,8 @@ TEST_CASE("engine run writes a complete run directory, and the same seed reprodu
     auto j = nlohmann::json::parse(l);
     if (j["type"] == "epoch") {
       ++epochs;
-      for (const char* k : {"train/loss", "valid/loss", "valid/accuracy", "valid/error_rate", "lr", "seconds", "images_per_s"})
+      for (const char* k : {"train/loss", "valid/loss", "valid/accuracy", "valid/error_rate", "lr", "seconds", "images_per_s",
+                            "eval_images_per_s"})
         CHECK_MESSAGE(j.contains(k), k);
       CHECK(j["valid/accuracy"].get<double>() + j["valid/error_rate"].get<double>() == doctest::Approx(1.0));
     }
