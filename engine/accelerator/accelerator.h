@@ -46,6 +46,9 @@ class Accelerator {
   const std::string& mixed_precision() const { return opts_.mixed_precision; }
   /// "cpu, 2 processes x 1 thread, mixed precision: no"
   std::string describe() const;
+  /// What the user should know about the precision on this machine, or "": bf16 on a CPU without
+  /// AVX-512 runs LibTorch's slow fallback kernels (printed at the start of a run).
+  std::string precision_note() const;
 
   /// Moves the model to the device and overwrites every rank's parameters and buffers with rank
   /// 0's: identical initial weights everywhere.

@@ -392,7 +392,9 @@ Values Trainer::run() {
     for (const auto& p : parts_.model->parameters()) n_params += p.numel();
     std::ostringstream s;
     s << "engine run " << recipe_.file << " -> " << run_dir_ << "\n"
-      << "  accelerator: " << acc_.describe() << "\n"
+      << "  accelerator: " << acc_.describe() << "\n";
+    if (!acc_.precision_note().empty()) s << "  note: " << acc_.precision_note() << "\n";
+    s
       << "  data: " << parts_.dataset->describe() << "; " << parts_.split.train.size() << " train / "
       << parts_.split.valid.size() << " valid\n"
       << "  batch: " << d.batch_size << " per process x " << world;
