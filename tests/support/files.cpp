@@ -12,6 +12,10 @@ std::string read_text(const std::string& path) {
   return s.str();
 }
 
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::trunc) << text;
+}
+
 std::map<std::string, std::string> read_env(const std::string& path) {
   std::map<std::string, std::string> env;
   std::ifstream in(path);

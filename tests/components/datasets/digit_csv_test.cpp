@@ -20,7 +20,7 @@ std::string write_file(const std::string& tag, const std::string& name, const st
   return p;
 }
 
-DigitCsvOptions opts(const std::string& path, bool labeled = true, std::vector<int64_t> shape = {}) {
+DigitCsvOptions csv_opts(const std::string& path, bool labeled = true, std::vector<int64_t> shape = {}) {
   DigitCsvOptions o;
   o.path = path;
   o.labeled = labeled;
@@ -32,7 +32,7 @@ DigitCsvOptions opts(const std::string& path, bool labeled = true, std::vector<i
 std::string load_error(const std::string& text, bool labeled = true, std::vector<int64_t> shape = {}) {
   std::string path = write_file("digit_csv_bad", "bad.csv", text);
   try {
-    DigitCsv ds(opts(path, labeled, shape));
+    DigitCsv ds(csv_opts(path, labeled, shape));
     return "";
   } catch (const UserError& e) {
     return e.what();
@@ -50,7 +50,7 @@ std::string row(int n, int v, int label = -1) {
 TEST_CASE("digit_csv loads the real MNIST train.csv: 8000 labeled 28x28 uint8 digits, every class") {
   std::string path = test::mnist_file("train.csv");
   auto t0 = std::chrono::steady_clock::now();
-  DigitCsv ds(opts(path));
+  DigitCsv ds(csv_opts(path));
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   MESSAGE("loaded " << ds.describe() << " in " << ms << " ms");
   CHECK(ms < 1000);
@@ -77,7 +77,7 @@ TEST_CASE("digit_csv loads the real MNIST train.csv: 8000 labeled 28x28 uint8 di
 }
 
 TEST_CASE("digit_csv loads the real unlabeled test.csv: 2000 images, labels -1") {
-  DigitCsv ds(opts(test::mnist_file("test.csv"), false));
+  DigitCsv ds(csv_opts(test::mnist_file("test.csv"), false));
   REQUIRE(ds.size() == 2000);
   CHECK_FALSE(ds.labeled());
   CHECK(ds.get(0).label == -1);
@@ -142,7 +142,7 @@ TEST_CASE("digit_csv: an 8x8 file without header works, image_shape gives non-sq
   std::string text;
   for (int i = 0; i < 20; ++i) text += row(64, i * 10, i % 10);
   std::string path = write_file("digit_csv_8x8", "digits8.csv", text);
-  DigitCsv ds(opts(path));
+  DigitCsv ds(csv_opts(path));
   REQUIRE(ds.size() == 20);
   CHECK(ds.height() == 8);
   CHECK(ds.width() == 8);
@@ -150,12 +150,12 @@ TEST_CASE("digit_csv: an 8x8 file without header works, image_shape gives non-sq
   CHECK(s.label == 3);
   CHECK(s.image.at<uint8_t>(7, 7) == 130);
 
-  DigitCsv wide(opts(path, true, {4, 16}));
+  DigitCsv wide(csv_opts(path, true, {4, 16}));
   CHECK(wide.get(0).image.size() == cv::Size(16, 4));
 
   // Unlabeled, CRLF line ends, trailing blank lines: all fine.
   std::string crlf = "1,2,3,4\r\n5,6,7,8\r\n\r\n";
-  DigitCsv small(opts(write_file("digit_csv_crlf", "c.csv", crlf), false));
+  DigitCsv small(csv_opts(write_file("digit_csv_crlf", "c.csv", crlf), false));
   REQUIRE(small.size() == 2);
   CHECK(small.get(1).image.at<uint8_t>(1, 1) == 8);
 }
@@ -166,7 +166,7 @@ TEST_CASE("digit_csv: blank lines never inflate the memory reserved for the rows
   // capped by the file size (fuzz/corpus/digit_csv/regress_reserve_blank_lines.csv is the small
   // version that the fuzzer's 256 MB allocation limit catches).
   std::string text = row(1000 * 1000, 7, 3) + std::string(2'000'000, '\n');
-  DigitCsv ds(opts(write_file("digit_csv_blank_tail", "big.csv", text)));
+  DigitCsv ds(csv_opts(write_file("digit_csv_blank_tail", "big.csv", text)));
   REQUIRE(ds.size() == 1);
   CHECK(ds.height() == 1000);
   CHECK(ds.get(0).label == 3);
@@ -175,7 +175,7 @@ TEST_CASE("digit_csv: blank lines never inflate the memory reserved for the rows
 
 TEST_CASE("digit_csv::get returns a copy: changing it never changes the stored data") {
   std::string path = write_file("digit_csv_copy", "c.csv", row(4, 9, 1));
-  DigitCsv ds(opts(path));
+  DigitCsv ds(csv_opts(path));
   Sample a = ds.get(0);
   a.image.setTo(0);
   CHECK(ds.get(0).image.at<uint8_t>(0, 0) == 9);

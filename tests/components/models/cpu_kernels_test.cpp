@@ -5,14 +5,12 @@
 #include <torch/torch.h>
 
 #include "tests/components/models/mnist_batch.h"
+#include "tests/components/models/model_fixtures.h"
 
 using namespace engine;
+using test::rel_diff;
 
 namespace {
-
-double rel_diff(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a - b).abs().max().item<double>() / (1e-6 + b.abs().max().item<double>());
-}
 
 // Output and gradients (input, weight, bias) of f, for a fixed upstream gradient.
 std::vector<torch::Tensor> run_conv(bool fast, const torch::Tensor& x0, const torch::Tensor& w0,

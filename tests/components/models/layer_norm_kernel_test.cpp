@@ -6,14 +6,12 @@
 #include <torch/torch.h>
 
 #include "tests/components/models/mnist_batch.h"
+#include "tests/components/models/model_fixtures.h"
 
 using namespace engine;
+using test::rel_diff;
 
 namespace {
-
-double rel_diff(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a - b).abs().max().item<double>() / (1e-6 + b.abs().max().item<double>());
-}
 
 std::vector<torch::Tensor> run(bool own, const torch::Tensor& x0, const torch::Tensor& w0, const torch::Tensor& b0,
                                const torch::Tensor& up) {

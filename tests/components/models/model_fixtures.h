@@ -32,6 +32,11 @@ inline std::unique_ptr<ResNet> seeded_resnet(uint64_t seed, const ResNetOptions&
   return make_resnet(name, o);
 }
 
+/// max |a - b| relative to max |b|: how far a fast kernel's result is from the torch op's.
+inline double rel_diff(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a - b).abs().max().item<double>() / (1e-6 + b.abs().max().item<double>());
+}
+
 inline int64_t count_params(const torch::nn::Module& m) {
   int64_t n = 0;
   for (const auto& p : m.parameters()) n += p.numel();

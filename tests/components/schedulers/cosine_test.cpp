@@ -12,7 +12,6 @@
 using namespace engine;
 
 namespace {
-const double kPi = std::acos(-1.0);
 }  // namespace
 
 TEST_CASE("cosine: small at step 0, base at the end of warmup, base * min_lr_fraction at the end") {
@@ -26,7 +25,7 @@ TEST_CASE("cosine: small at step 0, base at the end of warmup, base * min_lr_fra
   CHECK(s.lr(9, total, base) == doctest::Approx(base));
   CHECK(s.lr(10, total, base) == doctest::Approx(base));
   CHECK(s.lr(total - 1, total, base) == doctest::Approx(base * 0.1));
-  CHECK(s.lr(60, total, base) == doctest::Approx(base * (0.1 + 0.9 * 0.5 * (1 + std::cos(kPi * 50.0 / 99)))));
+  CHECK(s.lr(60, total, base) == doctest::Approx(base * (0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * 50.0 / 99)))));
   for (int64_t t = 1; t < 10; ++t) CHECK(s.lr(t, total, base) > s.lr(t - 1, total, base));
   for (int64_t t = 11; t < total; ++t) CHECK(s.lr(t, total, base) < s.lr(t - 1, total, base));
   CHECK_FALSE(s.momentum(5, total).has_value());

@@ -11,11 +11,10 @@
 using namespace engine;
 
 namespace {
-const double kPi = std::acos(-1.0);
 
 // fastai, verbatim: SchedCos(start, end)(pos) = start + (1 + cos(pi * (1 - pos))) * (end - start) / 2
 double fastai_cos(double start, double end, double pos) {
-  return start + (1 + std::cos(kPi * (1 - pos))) * (end - start) / 2;
+  return start + (1 + std::cos(M_PI * (1 - pos))) * (end - start) / 2;
 }
 }  // namespace
 

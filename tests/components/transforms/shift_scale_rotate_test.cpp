@@ -13,7 +13,7 @@ cv::Mat ramp(int h, int w) {
     for (int x = 0; x < w; ++x) m.at<uint8_t>(y, x) = static_cast<uint8_t>(1 + y * w + x);
   return m;
 }
-ShiftScaleRotateOptions opts(double shift, double scale, double rotate, double p,
+ShiftScaleRotateOptions ssr_opts(double shift, double scale, double rotate, double p,
                              std::string interp = "linear") {
   ShiftScaleRotateOptions o;
   o.shift_limit = shift;
@@ -58,7 +58,7 @@ TEST_CASE("shift_scale_rotate draws angle, scale, dx, dy in order, shifts are fr
     cv::warpAffine(img, expected, shift_scale_rotate_matrix(20, 10, angle, scale, dx, dy), img.size(),
                    cv::INTER_LINEAR, cv::BORDER_CONSTANT, 0);
     Rng rng(seed);
-    ShiftScaleRotate(opts(0.1, 0.2, 30, 1.0)).apply(img, rng);
+    ShiftScaleRotate(ssr_opts(0.1, 0.2, 30, 1.0)).apply(img, rng);
     CHECK(img.type() == CV_8UC1);
     CHECK(max_diff(img, expected) == 0);
   }
@@ -69,8 +69,8 @@ TEST_CASE("shift_scale_rotate: zero limits are the identity, p=0 never fires, sa
   for (int s = 0; s < 50; ++s) {
     Rng a(s), b(s);
     cv::Mat identity = base.clone(), off = base.clone();
-    ShiftScaleRotate(opts(0, 0, 0, 1.0)).apply(identity, a);
-    ShiftScaleRotate(opts(0.2, 0.2, 45, 0.0)).apply(off, b);
+    ShiftScaleRotate(ssr_opts(0, 0, 0, 1.0)).apply(identity, a);
+    ShiftScaleRotate(ssr_opts(0.2, 0.2, 45, 0.0)).apply(off, b);
     REQUIRE(max_diff(identity, base) == 0);
     REQUIRE(max_diff(off, base) == 0);
   }
@@ -78,8 +78,8 @@ TEST_CASE("shift_scale_rotate: zero limits are the identity, p=0 never fires, sa
   for (int s = 0; s < 50; ++s) {
     Rng a(s), b(s);
     cv::Mat x = base.clone(), y = base.clone();
-    ShiftScaleRotate(opts(0.1, 0.1, 20, 1.0, "cubic")).apply(x, a);
-    ShiftScaleRotate(opts(0.1, 0.1, 20, 1.0, "cubic")).apply(y, b);
+    ShiftScaleRotate(ssr_opts(0.1, 0.1, 20, 1.0, "cubic")).apply(x, a);
+    ShiftScaleRotate(ssr_opts(0.1, 0.1, 20, 1.0, "cubic")).apply(y, b);
     REQUIRE(max_diff(x, y) == 0);
     changed += max_diff(x, base) > 0;
   }
@@ -90,7 +90,7 @@ TEST_CASE("shift_scale_rotate keeps float images float and never writes the inpu
   cv::Mat stored(6, 6, CV_32FC1, cv::Scalar(0.5)), copy = stored.clone();
   cv::Mat img = stored;
   Rng rng(4);
-  ShiftScaleRotate(opts(0.1, 0.1, 30, 1.0)).apply(img, rng);
+  ShiftScaleRotate(ssr_opts(0.1, 0.1, 30, 1.0)).apply(img, rng);
   CHECK(img.type() == CV_32FC1);
   CHECK(max_diff(stored, copy) == 0);
 }

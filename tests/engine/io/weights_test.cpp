@@ -13,7 +13,7 @@ namespace {
 // Linear + BatchNorm: parameters, float buffers and the I64 num_batches_tracked counter.
 nn::Sequential small_net() { return nn::Sequential(nn::Linear(3, 4), nn::BatchNorm1d(4)); }
 
-std::string load_error(nn::Module& m, const NamedTensors& t) {
+std::string weights_error(nn::Module& m, const NamedTensors& t) {
   try {
     load_weights(m, t, "w.safetensors");
   } catch (const UserError& e) {
@@ -66,7 +66,7 @@ TEST_CASE("load_weights is strict, lists every problem and changes nothing on fa
   t.erase(t.begin() + 2);                        // 1.weight: missing
   t.emplace_back("2.weight", torch::ones({1}));  // unexpected
   t[0].second = torch::full({4, 3}, 9.0f);       // valid, but must not be copied
-  std::string err = load_error(*net, t);
+  std::string err = weights_error(*net, t);
   CHECK(err.find("w.safetensors: weights do not match the model (3 problems)") == 0);
   CHECK(err.find("0.bias: shape [5] in the file, [4] in the model") != std::string::npos);
   CHECK(err.find("1.weight: missing from the file") != std::string::npos);

@@ -28,10 +28,6 @@ size_t count(const std::string& text, const std::string& needle) {
   return n;
 }
 
-bool has(const std::string& text, const std::string& needle) {
-  return text.find(needle) != std::string::npos;
-}
-
 std::vector<std::string> lines_of(const std::string& path) {
   std::vector<std::string> out;
   std::ifstream in(path);
@@ -47,10 +43,6 @@ std::string with_raw_value(const std::string& line, const std::string& key, cons
   REQUIRE_MESSAGE(at != std::string::npos, line);
   const auto end = line.find_first_of(",}", at + k.size());
   return line.substr(0, at + k.size()) + raw + line.substr(end);
-}
-
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::trunc) << text;
 }
 
 // The run directory's files, without its checkpoints (a report never reads them).
@@ -72,9 +64,9 @@ void check_renders(const RenderedPage& page, const std::string& what) {
   INFO(what);
   CHECK(page.exit_code == 0);
   CHECK_MESSAGE(console_messages(page.log).empty(), console_messages(page.log));
-  CHECK_MESSAGE(has(page.dom, "data-report-ok=\"1\""), page.dom.substr(0, 2000));
-  CHECK(has(page.dom, "id=\"overview\""));
-  CHECK(has(page.dom, "id=\"chart-loss-epoch\""));
+  CHECK_MESSAGE(contains(page.dom, "data-report-ok=\"1\""), page.dom.substr(0, 2000));
+  CHECK(contains(page.dom, "id=\"overview\""));
+  CHECK(contains(page.dom, "id=\"chart-loss-epoch\""));
 }
 
 }  // namespace
@@ -95,7 +87,7 @@ TEST_CASE(
   const std::string run = tmp + "/run";
   const auto& res = real_run(run);
   REQUIRE_MESSAGE(res.exit_code == 0, res.output);
-  CHECK_MESSAGE(has(res.output, "report: " + run + "/report.html"), res.output);
+  CHECK_MESSAGE(contains(res.output, "report: " + run + "/report.html"), res.output);
   REQUIRE(fs::exists(run + "/report.html"));
   auto info = nlohmann::json::parse(read_text(run + "/run_info.json"));
   CHECK(info["status"] == "finished");
@@ -109,8 +101,8 @@ TEST_CASE(
   SUBCASE("the finished run: charts, confusion matrix and thumbnails in the DOM, a screenshot") {
     const std::string html = read_text(run + "/report.html");
     CHECK(count(html, "data:image/png;base64,") == 16);  // --top's default
-    CHECK_FALSE(has(html, "http://cdn"));                // self-contained: nothing fetched
-    CHECK_FALSE(has(html, "<script src"));
+    CHECK_FALSE(contains(html, "http://cdn"));                // self-contained: nothing fetched
+    CHECK_FALSE(contains(html, "<script src"));
     if (browser) {  // no early return: doctest finds the next SUBCASE only by reaching it
       const char* keep = std::getenv("ENGINE_REPORT_SCREENSHOT");  // e.g. docs/report.png
       const std::string png = keep ? std::string(keep) : tmp + "/report.png";
@@ -119,13 +111,13 @@ TEST_CASE(
       for (const char* id :
            {"chart-loss-step", "chart-metric-accuracy", "chart-metric-error-rate", "chart-lr",
             "chart-throughput", "chart-wall-time", "confusion-matrix-0", "top-losses-0"})
-        CHECK_MESSAGE(has(page.dom, std::string("id=\"") + id + "\""), id);
+        CHECK_MESSAGE(contains(page.dom, std::string("id=\"") + id + "\""), id);
       CHECK(count(page.dom, "<svg class=\"chart\"") >= 7);
       CHECK(count(page.dom, "<figure class=\"top-loss") == 16);
       CHECK(count(page.dom, "<img src=\"data:image/png;base64,") == 16);
       // 96 validation digits in the matrix, and the run's world size and precision in its panel.
-      CHECK(has(page.dom, "96 validation samples"));
-      CHECK(has(page.dom, "1 process"));
+      CHECK(contains(page.dom, "96 validation samples"));
+      CHECK(contains(page.dom, "1 process"));
       const std::string shot = read_text(png);
       CHECK(shot.size() > 20000);
       CHECK(shot.rfind("\x89PNG", 0) == 0);
@@ -142,14 +134,14 @@ TEST_CASE(
     auto r = report(dir);
     REQUIRE_MESSAGE(r.exit_code == 0, r.output);
     const std::string html = read_text(dir + "/report.html");
-    CHECK(has(html, "partial"));
-    CHECK(has(html, "the last line is incomplete"));
-    CHECK(has(html, "not recorded"));  // world size: no run_info.json yet
+    CHECK(contains(html, "partial"));
+    CHECK(contains(html, "the last line is incomplete"));
+    CHECK(contains(html, "not recorded"));  // world size: no run_info.json yet
     if (browser) {                     // no early return: doctest finds the next SUBCASE only by reaching it
       auto page = render_page(dir + "/report.html");
       check_renders(page, "partial run");
-      CHECK_FALSE(has(page.dom, "id=\"confusion-matrix-0\""));
-      CHECK(has(page.dom, "id=\"chart-loss-step\""));  // the step lines before the cut still plot
+      CHECK_FALSE(contains(page.dom, "id=\"confusion-matrix-0\""));
+      CHECK(contains(page.dom, "id=\"chart-loss-step\""));  // the step lines before the cut still plot
     }
   }
 
@@ -171,7 +163,7 @@ TEST_CASE(
     auto r = report(dir);
     REQUIRE_MESSAGE(r.exit_code == 0, r.output);
     const std::string html = read_text(dir + "/report.html");
-    CHECK(has(html, "NaN/inf"));
+    CHECK(contains(html, "NaN/inf"));
     CHECK(count(html, "class=\"non-finite\"") >= 3);
     if (browser) {  // no early return: doctest finds the next SUBCASE only by reaching it
       check_renders(render_page(dir + "/report.html"), "NaN run");
@@ -193,16 +185,16 @@ TEST_CASE(
     auto c = report(run + " " + one + " -o " + cmp + " --top 4");
     REQUIRE_MESSAGE(c.exit_code == 0, c.output);
     const std::string html = read_text(cmp);
-    CHECK(has(html, "<code>train.epochs</code>"));
+    CHECK(contains(html, "<code>train.epochs</code>"));
     CHECK(count(html, "data:image/png;base64,") == 8);  // 4 per run
     if (browser) {  // no early return: doctest finds the next SUBCASE only by reaching it
       auto single = render_page(one + "/report.html");
       check_renders(single, "one-epoch run");
-      CHECK(has(single.dom, "r=\"4\""));  // a lone point is drawn as a dot
+      CHECK(contains(single.dom, "r=\"4\""));  // a lone point is drawn as a dot
       auto page = render_page(cmp);
       check_renders(page, "two runs");
-      CHECK(has(page.dom, "id=\"recipe-diff\""));
-      CHECK(has(page.dom, "id=\"confusion-matrix-1\""));
+      CHECK(contains(page.dom, "id=\"recipe-diff\""));
+      CHECK(contains(page.dom, "id=\"confusion-matrix-1\""));
     }
   }
 
@@ -214,8 +206,8 @@ TEST_CASE(
     auto r = report(dir);
     REQUIRE_MESSAGE(r.exit_code == 0, r.output);
     const std::string html = read_text(dir + "/report.html");
-    CHECK(has(html, "no images: the run&#39;s data could not be loaded again"));
-    CHECK(has(html, "gone.csv"));
+    CHECK(contains(html, "no images: the run&#39;s data could not be loaded again"));
+    CHECK(contains(html, "gone.csv"));
     CHECK(count(html, "class=\"no-image\"") == 16);
   }
 }
@@ -229,18 +221,18 @@ TEST_CASE("a run that diverges still leaves its report, marked failed, and still
                   " --set run.output_dir=" +
                   run);
   CHECK_MESSAGE(r.exit_code == 1, r.output);
-  CHECK_MESSAGE(has(r.output, "the run diverged"), r.output);
-  CHECK_MESSAGE(has(r.output, "report: " + run + "/report.html"), r.output);
+  CHECK_MESSAGE(contains(r.output, "the run diverged"), r.output);
+  CHECK_MESSAGE(contains(r.output, "report: " + run + "/report.html"), r.output);
   CHECK(nlohmann::json::parse(read_text(run + "/run_info.json"))["status"] == "failed");
   const std::string html = read_text(run + "/report.html");
-  CHECK(has(html, "<span class=\"tag bad\">failed</span>"));
-  CHECK(has(html, "not written yet"));  // no confusion matrix: the final evaluation never ran
+  CHECK(contains(html, "<span class=\"tag bad\">failed</span>"));
+  CHECK(contains(html, "not written yet"));  // no confusion matrix: the final evaluation never ran
 }
 
 TEST_CASE("engine report on a directory that is not a run says what it expected (exit 2)") {
   const std::string dir = temp_dir("not_a_run");
   auto r = report(dir);
   CHECK(r.exit_code == 2);
-  CHECK_MESSAGE(has(r.output, dir + ": not a run directory (expected recipe.resolved.toml or metrics.jsonl"),
+  CHECK_MESSAGE(contains(r.output, dir + ": not a run directory (expected recipe.resolved.toml or metrics.jsonl"),
                 r.output);
 }

@@ -16,19 +16,12 @@
 #include "engine/report/recipe_diff.h"
 #include "engine/report/svg_chart.h"
 #include "engine/report/top_losses.h"
+#include "tests/support/files.h"
 #include "tests/support/paths.h"
 
 using namespace engine::report;
 using namespace engine::test;
 
-namespace {
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::trunc) << text;
-}
-bool has(const std::string& text, const std::string& needle) {
-  return text.find(needle) != std::string::npos;
-}
-}  // namespace
 
 TEST_CASE(
     "metrics lines: NaN as null (nlohmann) or bare NaN/Infinity (Python), step lines told from epoch lines") {
@@ -72,8 +65,8 @@ TEST_CASE("a run directory read back: a torn last line skipped, a resumed run's 
   CHECK(run.confusion.empty());
   std::string notes;
   for (const auto& n : run.notes) notes += n + "\n";
-  CHECK(has(notes, "the last line is incomplete"));
-  CHECK(has(notes, "no summary.json"));
+  CHECK(contains(notes, "the last line is incomplete"));
+  CHECK(contains(notes, "no summary.json"));
 
   // The confusion matrix is counted from per-sample rows when no matrix file was written.
   write_text(dir + "/valid_predictions.csv",
@@ -115,20 +108,20 @@ TEST_CASE(
   Chart c{"chart-test", "t", "epoch", "loss", true, {}};
   c.series.push_back(Series{"train/loss", {1}, {0.5}, 0, 0});
   std::string svg = render_chart(c);
-  CHECK(has(svg, "id=\"chart-test\""));
-  CHECK(has(svg, "r=\"4\""));
+  CHECK(contains(svg, "id=\"chart-test\""));
+  CHECK(contains(svg, "r=\"4\""));
   c.series = {Series{"valid/loss", {1, 2, 3, 4}, {1.0, NAN, 0.8, INFINITY}, 1, 1}};
   svg = render_chart(c);
   CHECK(std::count(svg.begin(), svg.end(), 'M') >= 2);  // two pieces of line (one per finite run)
-  CHECK(has(svg, "valid/loss at epoch 2: NaN"));
-  CHECK(has(svg, "x = NaN/inf (2)"));
-  CHECK_FALSE(has(svg, "log scale"));
+  CHECK(contains(svg, "valid/loss at epoch 2: NaN"));
+  CHECK(contains(svg, "x = NaN/inf (2)"));
+  CHECK_FALSE(contains(svg, "log scale"));
   c.series = {Series{"train/loss", {1, 2, 3, 4}, {2.3, 1.9, 1.8, 4e4}, 0, 0}};  // exploding
-  CHECK(has(render_chart(c), "(log scale)"));
+  CHECK(contains(render_chart(c), "(log scale)"));
   c.series = {Series{"lr", {1, 2, 3, 4}, {1e-3, 2e-3, 1e-3, 1e-8}, 0, 0}};  // one-cycle annealing to ~0
-  CHECK_FALSE(has(render_chart(c), "(log scale)"));
+  CHECK_FALSE(contains(render_chart(c), "(log scale)"));
   c.series.clear();
-  CHECK(has(render_chart(c), "no data yet"));
+  CHECK(contains(render_chart(c), "no data yet"));
 }
 
 TEST_CASE("images are embedded as PNG: RGB datasets shown in their own colours, big ones shrunk") {
