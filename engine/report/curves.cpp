@@ -148,9 +148,9 @@ std::vector<Chart> build_charts(const std::vector<RunData>& runs, const std::vec
                                 x == X::step ? "step" : "epoch", "lr", runs, labels, {{"lr", false, x, ""}}));
   }
   if (epoch_keys.count("images_per_s")) {
-    std::vector<Line> lines{{"images_per_s", false, X::epoch, " train"}};
+    std::vector<Line> lines{{"images_per_s", false, X::epoch, ""}};
     if (epoch_keys.count("eval_images_per_s"))
-      lines.push_back({"eval_images_per_s", false, X::epoch, " evaluation"});
+      lines.push_back({"eval_images_per_s", false, X::epoch, ""});
     charts.push_back(make_chart("chart-throughput", "Throughput: training and validation passes", "epoch",
                                 "images/s", runs, labels, lines));
   }
