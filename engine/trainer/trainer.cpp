@@ -393,9 +393,8 @@ Values Trainer::run() {
     std::ostringstream s;
     s << "engine run " << recipe_.file << " -> " << run_dir_ << "\n"
       << "  accelerator: " << acc_.describe() << "\n";
-    if (!acc_.precision_note().empty()) s << "  note: " << acc_.precision_note() << "\n";
-    s
-      << "  data: " << parts_.dataset->describe() << "; " << parts_.split.train.size() << " train / "
+    if (const std::string note = acc_.precision_note(); !note.empty()) s << "  note: " << note << "\n";
+    s << "  data: " << parts_.dataset->describe() << "; " << parts_.split.train.size() << " train / "
       << parts_.split.valid.size() << " valid\n"
       << "  batch: " << d.batch_size << " per process x " << world;
     if (recipe_.train.accumulate_steps > 1) s << " x " << recipe_.train.accumulate_steps << " accumulated";
