@@ -142,16 +142,14 @@ bool Accelerator::sync_gradients(const std::vector<torch::Tensor>& params) {
       if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);  // every rank reduces the same list
       grads.push_back(p.grad());
     }
-    const double inv = 1.0 / world_.world_size;
     // Gradients in one flat buffer (FlatAdamW's arena, from its first step on): one all-reduce of
-    // that buffer, in place, and one scaling. Else one tensor each (bucketed by the transport).
+    // that buffer, in place, the 1/world scaling fused where the transport can (shared memory).
+    // Else one tensor each (bucketed by the transport).
     if (auto span = single_span(grads)) {
       std::vector<torch::Tensor> one{*span};
-      coll_->all_reduce_sum(one);
-      span->mul_(inv);
+      coll_->all_reduce_mean(one);
     } else {
-      coll_->all_reduce_sum(grads);
-      for (auto& g : grads) g.mul_(inv);
+      coll_->all_reduce_mean(grads);
     }
   }
   if (!scaler_.enabled()) return true;

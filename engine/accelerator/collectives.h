@@ -21,6 +21,13 @@ class Collectives {
   /// In-place SUM over ranks. Shapes must match on every rank: a mismatch is an error naming
   /// each rank's shape (Accelerate's --debug), never a hang or silent garbage.
   virtual void all_reduce_sum(std::vector<torch::Tensor>& tensors) = 0;
+  /// In-place MEAN over ranks: exactly all_reduce_sum, then every element times 1/size() (the
+  /// DDP gradient average). Transports may fuse the two passes; the result is the same bits.
+  virtual void all_reduce_mean(std::vector<torch::Tensor>& tensors) {
+    all_reduce_sum(tensors);
+    const double inv = 1.0 / size();
+    for (auto& t : tensors) t.mul_(inv);
+  }
   /// Every rank's tensor, in rank order. Dim 0 may differ between ranks; other dims must match.
   virtual std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor) = 0;
   /// Overwrites `tensors` on every rank with root's values (initial weights come from rank 0).

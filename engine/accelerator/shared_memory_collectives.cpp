@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <climits>
@@ -19,6 +20,7 @@
 #include <cstring>
 #include <functional>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,7 +41,13 @@ struct alignas(64) RankEntry {
   int64_t fingerprint;  // shapes_fingerprint of this call's tensors, or kNotEligible
   int64_t bytes;        // their total size
   int64_t ok;           // 1 when this rank's last setup step succeeded
+  int64_t arena;        // this call's buffer: kNoArena, kArenaCandidate or kArenaAdopted
 };
+// A call's lone buffer, as one rank sees it: nothing special; the same whole storage of >= 1 MiB
+// as the last large call (the gradient buffer, every step), which may move into shared memory; or
+// a storage that already lives in this rank's shared arena, reduced in place with one pass.
+constexpr int64_t kNoArena = 0, kArenaCandidate = 1, kArenaAdopted = 2;
+constexpr int64_t kArenaMinBytes = 1 << 20;
 
 // The job's control block, in its own shared-memory object. Zero-filled at creation.
 struct Control {
@@ -100,6 +108,39 @@ Mapping map_object(const std::string& name, size_t size, bool create, std::strin
   return Mapping(p, size);
 }
 
+// The memory of an adopted storage: its DataPtr's context, freed (unmapped) with the storage.
+// `alive` tells the collectives, which keep only a pointer, that the storage still exists.
+struct ArenaContext {
+  Mapping map;
+  std::shared_ptr<bool> alive = std::make_shared<bool>(true);
+  static void free(void* ctx) {
+    auto* c = static_cast<ArenaContext*>(ctx);
+    *c->alive = false;
+    delete c;
+  }
+};
+
+// out[q][i] = (sum over q of in[q][i], in rank order) * scale for i in [b, e), on every rank's
+// buffer q at once. Two ranks, the common case, get restrict pointers so that the loop vectorises.
+template <class T>
+void sum_into_all(const std::vector<T*>& p, int64_t b, int64_t e, T scale, bool scaled) {
+  if (p.size() == 2) {
+    T* __restrict x = p[0];
+    T* __restrict y = p[1];
+    if (scaled)
+      for (int64_t i = b; i < e; ++i) x[i] = y[i] = (x[i] + y[i]) * scale;
+    else
+      for (int64_t i = b; i < e; ++i) x[i] = y[i] = x[i] + y[i];
+    return;
+  }
+  for (int64_t i = b; i < e; ++i) {
+    T sum = p[0][i] + p[1][i];
+    for (size_t q = 2; q < p.size(); ++q) sum += p[q][i];
+    if (scaled) sum *= scale;
+    for (T* q : p) q[i] = sum;
+  }
+}
+
 class SharedMemoryAllReduce final : public Collectives {
  public:
   SharedMemoryAllReduce(std::unique_ptr<Collectives> inner, std::chrono::milliseconds timeout, std::string base,
@@ -110,7 +151,10 @@ class SharedMemoryAllReduce final : public Collectives {
         timeout_(timeout),
         base_(std::move(base)),
         control_(std::move(control)),
-        ctl_(static_cast<Control*>(control_.get())) {}
+        ctl_(static_cast<Control*>(control_.get())) {
+    const char* arena = std::getenv("ENGINE_SHM_ARENA");  // 0: never move buffers (to measure the copying path)
+    arena_off_ = arena && std::string(arena) == "0";
+  }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -118,7 +162,12 @@ class SharedMemoryAllReduce final : public Collectives {
   void broadcast(std::vector<torch::Tensor>& tensors, int root) override { inner_->broadcast(tensors, root); }
   void barrier() override { inner_->barrier(); }
 
-  void all_reduce_sum(std::vector<torch::Tensor>& tensors) override {
+  void all_reduce_sum(std::vector<torch::Tensor>& tensors) override { reduce(tensors, false); }
+  void all_reduce_mean(std::vector<torch::Tensor>& tensors) override { reduce(tensors, true); }
+
+ private:
+  // SUM (mean: times 1/size, fused where the arena path runs).
+  void reduce(std::vector<torch::Tensor>& tensors, bool mean) {
     // Every rank posts what it holds, then all take the same decision from the same posts.
     int64_t bytes = 0;
     bool eligible = !tensors.empty();
@@ -131,14 +180,32 @@ class SharedMemoryAllReduce final : public Collectives {
     RankEntry& mine = ctl_->rank[rank_];
     mine.fingerprint = eligible && bytes > 0 ? shapes_fingerprint(tensors) : kNotEligible;
     mine.bytes = bytes;
+    mine.arena = mine.fingerprint == kNotEligible ? kNoArena : arena_state(tensors);
     wait_for_all();
     bool same = !disabled_;
-    for (int q = 0; q < size_ && same; ++q)
+    int64_t arena = kArenaAdopted;  // the least any rank posted
+    for (int q = 0; q < size_ && same; ++q) {
       same = ctl_->rank[q].fingerprint == ctl_->rank[0].fingerprint && ctl_->rank[q].bytes == ctl_->rank[0].bytes;
+      arena = std::min(arena, ctl_->rank[q].arena);
+    }
+    const double inv = 1.0 / size_;
     // Different lists on different ranks: Gloo's checks name each rank's shapes and throw.
-    if (!same || ctl_->rank[0].fingerprint == kNotEligible ||
-        !ensure_capacity(2 * std::min(bytes, segment_elements(tensors.front().element_size()) * tensors.front().element_size()))) {
+    if (!same || ctl_->rank[0].fingerprint == kNotEligible) {
       inner_->all_reduce_sum(tensors);
+      if (mean)
+        for (auto& t : tensors) t.mul_(inv);
+      return;
+    }
+    // The gradient buffer of every step: in shared memory (moved there on its second call), each
+    // rank sums its chunk of every rank's buffer and writes the result into all of them.
+    if (arena == kArenaAdopted || (arena == kArenaCandidate && adopt(tensors.front()))) {
+      reduce_in_arenas(tensors.front(), mean ? inv : 1.0, mean);
+      return;
+    }
+    if (!ensure_capacity(2 * std::min(bytes, segment_elements(tensors.front().element_size()) * tensors.front().element_size()))) {
+      inner_->all_reduce_sum(tensors);
+      if (mean)
+        for (auto& t : tensors) t.mul_(inv);
       return;
     }
     const auto dtype = tensors.front().scalar_type();
@@ -192,11 +259,70 @@ class SharedMemoryAllReduce final : public Collectives {
         if (b < e) transfer(s0 + b, s0 + e, buf(c).narrow(0, b, e - b), false);
       }
     }
-    for (size_t i = 0; i < tensors.size(); ++i)
+    for (size_t i = 0; i < tensors.size(); ++i) {
       if (!tensors[i].is_contiguous()) tensors[i].copy_(flats[i].view(tensors[i].sizes()));
+      if (mean) tensors[i].mul_(inv);
+    }
   }
 
- private:
+  // kArenaAdopted when `tensors` is one buffer whose storage lives in this rank's arena;
+  // kArenaCandidate when it is a whole contiguous storage of >= 1 MiB that the last large call
+  // passed too; else kNoArena. Remembers large buffers for the next call's comparison.
+  int64_t arena_state(const std::vector<torch::Tensor>& tensors) {
+    if (tensors.size() != 1 || arena_off_) return kNoArena;
+    const torch::Tensor& t = tensors.front();
+    const int64_t bytes = t.numel() * t.element_size();
+    if (!t.is_contiguous() || !t.has_storage() || t.storage_offset() != 0 || bytes < kArenaMinBytes ||
+        static_cast<size_t>(bytes) != t.storage().nbytes())
+      return kNoArena;
+    if (arena_alive_ && *arena_alive_ && t.storage().data_ptr().get_context() == arena_context_) return kArenaAdopted;
+    const std::pair<const void*, const void*> id{t.storage().unsafeGetStorageImpl(), t.storage().data()};
+    return std::exchange(last_large_, id) == id ? kArenaCandidate : kNoArena;
+  }
+
+  // Collective: every rank moves its buffer's storage into a new shared-memory object that every
+  // rank maps (the storage's views, e.g. each parameter's .grad, follow: they read the storage's
+  // pointer). False on every rank, and for good, when any rank could not.
+  bool adopt(const torch::Tensor& t) {
+    const size_t bytes = t.storage().nbytes();
+    const size_t capacity = (bytes + 4095) / 4096 * 4096;
+    std::vector<Mapping> maps =
+        map_every_rank("a", capacity, "gradient buffer in shared memory off", "the all-reduce copies it through its slots",
+                       [&](void* own) { std::memcpy(own, t.storage().data(), bytes); });
+    if (maps.empty()) {
+      arena_off_ = true;
+      return false;
+    }
+    auto* ctx = new ArenaContext{std::move(maps[rank_])};
+    void* own = ctx->map.get();
+    arena_context_ = ctx;
+    arena_alive_ = ctx->alive;
+    arenas_ = std::move(maps);
+    // The old memory goes with the returned DataPtr; the storage keeps its size and allocator.
+    t.storage().set_data_ptr(c10::DataPtr(own, ctx, &ArenaContext::free, t.device()));
+    return true;
+  }
+
+  // The in-place all-reduce of buffers that live in every rank's arena: every rank has arrived
+  // (its gradients are final), so rank r sums chunk r of all of them and writes it to all; one
+  // barrier then says every chunk is everywhere. One pass over memory instead of a copy in, a
+  // sum and a copy out; the sum of element i is taken by one rank in rank order, as below.
+  void reduce_in_arenas(const torch::Tensor& t, double scale, bool scaled) {
+    const int64_t n = t.numel(), b = rank_ * n / size_, e = (rank_ + 1) * n / size_;
+    auto run = [&](auto zero) {
+      using T = decltype(zero);
+      std::vector<T*> p(size_);
+      for (int q = 0; q < size_; ++q)
+        p[q] = static_cast<T*>(q == rank_ ? static_cast<ArenaContext*>(arena_context_)->map.get() : arenas_[q].get());
+      sum_into_all<T>(p, b, e, static_cast<T>(scale), scaled);
+    };
+    if (t.scalar_type() == torch::kFloat)
+      run(0.0f);
+    else
+      run(0.0);
+    wait_for_all();
+  }
+
   // Elements per segment: 1 MiB by default (ENGINE_SHM_SEGMENT_KB to measure others).
   static int64_t segment_elements(int64_t element_size) {
     static const int64_t kb = [] {
@@ -242,11 +368,28 @@ class SharedMemoryAllReduce final : public Collectives {
   bool ensure_capacity(int64_t bytes) {
     if (bytes <= capacity_) return true;
     const int64_t capacity = (bytes + (2 << 20) - 1) / (2 << 20) * (2 << 20);
+    std::vector<Mapping> maps = map_every_rank("r", static_cast<size_t>(capacity), "shared-memory all-reduce off",
+                                               "gradients go through Gloo", nullptr);
+    if (maps.empty()) {
+      disabled_ = true;
+      return false;
+    }
+    slots_ = std::move(maps);
+    capacity_ = capacity;
+    return true;
+  }
+
+  // Collective: each rank creates a shared-memory object of `capacity` bytes (`fill` writes its
+  // first contents before any peer can look), then maps every other rank's. Returns the mappings in
+  // rank order, or none on every rank when any rank failed (the main process says why, once).
+  std::vector<Mapping> map_every_rank(const char* tag, size_t capacity, const char* off, const char* instead,
+                                      const std::function<void(void*)>& fill) {
     ++generation_;
-    auto name = [&](int q) { return fmt::format("{}-r{}-g{}", base_, q, generation_); };
+    auto name = [&](int q) { return fmt::format("{}-{}{}-g{}", base_, tag, q, generation_); };
     std::string why;
     std::vector<Mapping> maps(size_);
     maps[rank_] = map_object(name(rank_), capacity, true, why);
+    if (maps[rank_] && fill) fill(maps[rank_].get());
     ctl_->rank[rank_].ok = maps[rank_] ? 1 : 0;
     wait_for_all();
     bool ok = true;
@@ -259,17 +402,12 @@ class SharedMemoryAllReduce final : public Collectives {
     wait_for_all();
     if (maps[rank_]) shm_unlink(name(rank_).c_str());  // mapped by all who could: the name can go
     for (int q = 0; q < size_; ++q) ok = ok && ctl_->rank[q].ok == 1;
-    if (!ok) {
-      disabled_ = true;
-      // Only the main process prints; the reason is its own if it failed, else another rank's.
-      if (rank_ == 0)
-        std::cerr << "engine: shared-memory all-reduce off (" << (why.empty() ? "another rank could not map /dev/shm" : why)
-                  << "); gradients go through Gloo\n";
-      return false;
-    }
-    slots_ = std::move(maps);
-    capacity_ = capacity;
-    return true;
+    if (ok) return maps;
+    // Only the main process prints; the reason is its own if it failed, else another rank's.
+    if (rank_ == 0)
+      std::cerr << "engine: " << off << " (" << (why.empty() ? "another rank could not map /dev/shm" : why) << "); "
+                << instead << "\n";
+    return {};
   }
 
   std::unique_ptr<Collectives> inner_;
@@ -282,6 +420,13 @@ class SharedMemoryAllReduce final : public Collectives {
   int64_t capacity_ = 0;
   int64_t generation_ = 0;
   bool disabled_ = false;
+  // The adopted gradient buffer: its context (compared, never dereferenced once `alive` is false),
+  // every rank's arena mapping (this rank's own lives in the context), the last large buffer seen.
+  void* arena_context_ = nullptr;
+  std::shared_ptr<bool> arena_alive_;
+  std::vector<Mapping> arenas_;
+  std::pair<const void*, const void*> last_large_{nullptr, nullptr};
+  bool arena_off_ = false;
 };
 
 // Sum over ranks of one number, through `inner`.

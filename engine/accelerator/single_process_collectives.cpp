@@ -13,6 +13,7 @@ class SingleProcessCollectives final : public Collectives {
   int size() const override { return 1; }
 
   void all_reduce_sum(std::vector<torch::Tensor>& /*tensors*/) override {}
+  void all_reduce_mean(std::vector<torch::Tensor>& /*tensors*/) override {}
 
   // Returns the caller's tensor itself, not a copy, as Gloo's path returns fresh tensors only
   // because they come off the wire. 0-dim tensors come back as shape [1], like the Gloo path, so

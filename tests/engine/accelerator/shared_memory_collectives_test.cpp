@@ -37,7 +37,7 @@ using engine::test::write_file;
 
 // Runs `body` on 2 ranks whose collectives are Gloo wrapped by the shared-memory all-reduce; the
 // body fails when the wrapper did not apply (it would silently test Gloo alone).
-void on_two_ranks(const std::function<void(engine::Collectives&)>& body, std::chrono::milliseconds timeout = 10s) {
+void on_ranks(int ranks, const std::function<void(engine::Collectives&)>& body, std::chrono::milliseconds timeout = 10s) {
   engine::LaunchOptions o;
   o.master_port = 0;
   o.threads_per_process = 1;
@@ -50,7 +50,11 @@ void on_two_ranks(const std::function<void(engine::Collectives&)>& body, std::ch
         expect(c.get() != inner, "the shared-memory all-reduce did not apply to a single-node launch");
         body(*c);
       },
-      2, o);
+      ranks, o);
+}
+
+void on_two_ranks(const std::function<void(engine::Collectives&)>& body, std::chrono::milliseconds timeout = 10s) {
+  on_ranks(2, body, timeout);
 }
 
 }  // namespace
@@ -89,6 +93,65 @@ TEST_CASE("shared-memory all_reduce_sum: exact sums over several segments, any l
     expect(torch::equal(grown[0], torch::full({300000}, 3.0f)), "grown");
   }));
   unsetenv("ENGINE_SHM_SEGMENT_KB");
+}
+
+// The DDP gradient buffer: one whole storage of >= 1 MiB, reduced step after step. From its second
+// call on it lives in shared memory and is reduced in place; views of it (each parameter's .grad)
+// follow the move; results are the bits the copying path and torch's own ops give.
+void check_arena(engine::Collectives& c) {
+  const int r = c.rank(), w = c.size();
+  const int64_t n = 600000;  // 2.4 MB
+  auto make = [&](int rank, int step) {  // exact in float: halves, small integers
+    return (torch::arange(n, torch::kFloat).remainder(1000) * 0.5f * (rank + 1) + step).contiguous();
+  };
+  auto expected = [&](int step, bool mean) {
+    torch::Tensor sum = make(0, step) + make(1, step);
+    for (int q = 2; q < w; ++q) sum.add_(make(q, step));
+    return mean ? sum.mul_(1.0 / w) : sum;
+  };
+  torch::Tensor grads = torch::empty({n});
+  torch::Tensor view = grads.narrow(0, 1000, 500);  // taken before the move, as a parameter's .grad
+  void* moved = nullptr;
+  for (int step = 0; step < 5; ++step) {
+    grads.copy_(make(r, step));
+    std::vector<torch::Tensor> one{grads};
+    const bool mean = step != 3;
+    if (mean) c.all_reduce_mean(one);
+    else c.all_reduce_sum(one);
+    expect(torch::equal(grads, expected(step, mean)), "step " + std::to_string(step) + ": wrong values");
+    expect(torch::equal(view, expected(step, mean).narrow(0, 1000, 500)), "a view did not follow the buffer");
+    expect(static_cast<float*>(view.data_ptr()) == static_cast<float*>(grads.data_ptr()) + 1000, "view moved apart");
+    if (step == 1) moved = grads.data_ptr();
+    if (step > 1) expect(grads.data_ptr() == moved, "the buffer moved again at step " + std::to_string(step));
+    std::vector<torch::Tensor> loss{torch::tensor({1.0, 2.0}, torch::kDouble)};  // the step's small reduce
+    c.all_reduce_sum(loss);
+    expect(torch::equal(loss[0], torch::tensor({1.0, 2.0}, torch::kDouble) * w), "small reduce");
+  }
+  // The mapping is this rank's shared-memory object, not the allocator's memory.
+  bool in_shm = false;
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    const auto dash = line.find('-'), space = line.find(' ');
+    const auto lo = std::stoull(line.substr(0, dash), nullptr, 16), hi = std::stoull(line.substr(dash + 1, space - dash - 1), nullptr, 16);
+    const auto at = reinterpret_cast<uintptr_t>(moved);
+    if (at >= lo && at < hi) in_shm = line.find("/dev/shm/engine-") != std::string::npos;
+  }
+  expect(in_shm, "the gradient buffer is not in /dev/shm after its second call");
+  // A new buffer after the old one is freed (an optimizer that rebuilt its arena): moved again, exact.
+  grads = torch::Tensor();
+  view = torch::Tensor();
+  torch::Tensor fresh = torch::empty({n});
+  for (int step = 0; step < 3; ++step) {
+    fresh.copy_(make(r, step));
+    std::vector<torch::Tensor> one{fresh};
+    c.all_reduce_mean(one);
+    expect(torch::equal(fresh, expected(step, true)), "new buffer, step " + std::to_string(step));
+  }
+}
+
+TEST_CASE("shared-memory all-reduce of the gradient buffer: moved into shared memory, reduced in place, exact") {
+  CHECK_NOTHROW(on_two_ranks(check_arena));
+  CHECK_NOTHROW(on_ranks(3, check_arena));
 }
 
 TEST_CASE("shared-memory all_reduce_sum: a shape mismatch is Gloo's error naming every shape, then it still works") {
