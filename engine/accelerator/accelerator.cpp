@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <utility>
 
+#include "engine/accelerator/bf16_emulation.h"
 #include "engine/accelerator/grad_span.h"
 #include "engine/accelerator/shared_memory_collectives.h"
 #include "engine/core/cpu_threads.h"
@@ -41,6 +42,7 @@ std::unique_ptr<Accelerator> Accelerator::create(const AcceleratorOptions& opts,
     throw UserError("accelerator.mixed_precision = \"fp16\" needs a CUDA device and none is in use; "
                     "use \"bf16\" on CPU (Accelerate would silently train in fp32 here)");
   torch::Device device = use_cuda ? torch::Device(torch::kCUDA, world.local_rank) : torch::Device(torch::kCPU);
+  if (opts.mixed_precision == "bf16" && !use_cuda) install_bf16_emulation();  // no-op where bf16 kernels are native
 
   int64_t threads = opts.threads;
   if (threads == 0) {
@@ -79,8 +81,12 @@ std::string Accelerator::precision_note() const {
 #if defined(__x86_64__) && defined(__GNUC__)
   // LibTorch 1.13's oneDNN bf16 convolutions and matmuls need AVX-512 (avx512bw); without it they
   // fall back to reference loops. Measured on a 2-core AVX2 AMD EPYC, resnet34 at 1 thread (the
-  // digits_png recipe tests): 7 train img/s in bf16 vs 60 in fp32.
+  // digits_png recipe tests): 7 train img/s in bf16 vs 60 in fp32. bf16_emulation.h avoids them.
   if (__builtin_cpu_supports("avx512bw")) return "";
+  if (install_bf16_emulation())
+    return "mixed_precision = \"bf16\" on a CPU without AVX-512: convolutions and matmuls run as fp32 kernels on "
+           "bf16-rounded operands, output rounded to bf16 (native bf16's numbers at fp32 speed, without its memory "
+           "saving); ENGINE_BF16_EMULATION=0 uses LibTorch's own bf16 kernels";
   return "mixed_precision = \"bf16\" on a CPU without AVX-512: LibTorch runs bf16 convolutions and matmuls in "
          "fallback kernels, ~8x slower than fp32 here (resnet34: 7 vs 60 img/s measured); "
          "mixed_precision = \"no\" trains faster on this machine";

@@ -14,8 +14,8 @@ namespace engine {
 
 namespace {
 
-constexpr const char* kFormatKey = "engine.checkpoint";
-constexpr const char* kFormat = "resume-1";
+constexpr const char* kCheckpointFormatKey = "engine.checkpoint";
+constexpr const char* kCheckpointFormat = "resume-1";
 const std::regex kStepFile(R"(step-(\d+)\.safetensors)");
 
 // CRC-32 of the tensors' bytes in file order (what save_safetensors lays out after the header).
@@ -70,7 +70,7 @@ void Checkpointer::load_weights(const std::string& path, torch::nn::Module& mode
 std::string Checkpointer::save_resume(int64_t step, const NamedTensors& tensors, std::map<std::string, std::string> metadata,
                                       int64_t keep_last) {
   const auto [crc, bytes] = data_checksum(tensors);
-  metadata[kFormatKey] = kFormat;
+  metadata[kCheckpointFormatKey] = kCheckpointFormat;
   metadata["engine.data_crc32"] = std::to_string(crc);
   metadata["engine.data_bytes"] = std::to_string(bytes);
   std::filesystem::create_directories(dir_);
@@ -104,8 +104,8 @@ SafetensorsFile Checkpointer::load_resume(const std::string& path) {
     auto it = f.metadata.find(k);
     return it == f.metadata.end() ? "" : it->second;
   };
-  if (get(kFormatKey) != kFormat)
-    throw UserError(path + ": not a resume checkpoint of this engine (no \"" + std::string(kFormatKey) + " = " + kFormat +
+  if (get(kCheckpointFormatKey) != kCheckpointFormat)
+    throw UserError(path + ": not a resume checkpoint of this engine (no \"" + std::string(kCheckpointFormatKey) + " = " + kCheckpointFormat +
                     "\" in its metadata); --resume takes a run directory or a checkpoints/step-<N>.safetensors file");
   const auto [crc, bytes] = data_checksum(f.tensors);
   if (std::to_string(bytes) != get("engine.data_bytes") || std::to_string(crc) != get("engine.data_crc32"))

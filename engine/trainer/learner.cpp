@@ -17,7 +17,7 @@ namespace engine {
 
 namespace {
 namespace fs = std::filesystem;
-constexpr const char* kFormat = "1";
+constexpr const char* kExportFormat = "1";
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path);
@@ -69,8 +69,8 @@ std::unique_ptr<Learner> Learner::load(const std::string& path, const LearnerOpt
                       "\" in its metadata); write one with `engine export RUN_DIR`");
     return it->second;
   };
-  if (meta("engine.export") != kFormat)
-    throw UserError(path + ": export format " + meta("engine.export") + ", this engine reads format " + kFormat);
+  if (meta("engine.export") != kExportFormat)
+    throw UserError(path + ": export format " + meta("engine.export") + ", this engine reads format " + kExportFormat);
   std::unique_ptr<Learner> l(new Learner());
   l->path_ = path;
   l->batch_size_ = options.batch_size;
@@ -155,7 +155,7 @@ std::string export_run(const std::string& run_dir, const std::string& out_path) 
   SafetensorsFile w = load_safetensors(weights);
   const std::string resolved = read_text(recipe);
   std::map<std::string, std::string> meta;
-  meta["engine.export"] = kFormat;
+  meta["engine.export"] = kExportFormat;
   meta["spec"] = toml_subset(resolved, {"model", "data.eval_transforms", "accelerator.mixed_precision"}, {"model.pretrained"});
   meta["classes"] = nlohmann::json::parse(read_text(classes)).dump();
   meta["recipe"] = resolved;

@@ -1,0 +1,123 @@
+#include "engine/accelerator/bf16_emulation.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+#include <torch/version.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+namespace engine {
+
+bool bf16_emulation_applies() {
+  const char* e = std::getenv("ENGINE_BF16_EMULATION");
+  if (e && std::string(e) == "0") return false;
+#if TORCH_VERSION_MAJOR < 2 && defined(__x86_64__) && defined(__GNUC__)
+  return !__builtin_cpu_supports("avx512bw");
+#else
+  return false;  // LibTorch 2.x: its own CPU bf16 paths, not measured here
+#endif
+}
+
+#if TORCH_VERSION_MAJOR < 2
+namespace {
+
+using at::Tensor;
+
+// An autocast operand as the native bf16 kernel would see it, in fp32: fp32/fp16 rounded to bf16
+// and back, bf16 widened (exact); other dtypes (double, integers) left as autocast leaves them.
+Tensor as_bf16_values(const Tensor& t) {
+  if (!t.defined()) return t;
+  if (t.scalar_type() == at::kBFloat16) return t.to(at::kFloat);
+  if (t.scalar_type() == at::kFloat || t.scalar_type() == at::kHalf) return t.to(at::kBFloat16).to(at::kFloat);
+  return t;
+}
+c10::optional<Tensor> as_bf16_values(const c10::optional<Tensor>& t) {
+  if (!t.has_value()) return t;
+  return as_bf16_values(*t);
+}
+
+// The op below autocast (the guard keeps it from re-entering these kernels), output rounded to bf16.
+struct BelowAutocast {
+  c10::impl::ExcludeDispatchKeyGuard no_autocast{c10::DispatchKey::AutocastCPU};
+};
+Tensor to_bf16(const Tensor& t) { return t.scalar_type() == at::kFloat ? t.to(at::kBFloat16) : t; }
+
+Tensor conv1d(const Tensor& x, const Tensor& w, const c10::optional<Tensor>& b, at::IntArrayRef stride,
+              at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  BelowAutocast g;
+  return to_bf16(at::conv1d(as_bf16_values(x), as_bf16_values(w), as_bf16_values(b), stride, padding, dilation, groups));
+}
+Tensor conv2d(const Tensor& x, const Tensor& w, const c10::optional<Tensor>& b, at::IntArrayRef stride,
+              at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  BelowAutocast g;
+  return to_bf16(at::conv2d(as_bf16_values(x), as_bf16_values(w), as_bf16_values(b), stride, padding, dilation, groups));
+}
+Tensor linear(const Tensor& x, const Tensor& w, const c10::optional<Tensor>& b) {
+  BelowAutocast g;
+  return to_bf16(at::linear(as_bf16_values(x), as_bf16_values(w), as_bf16_values(b)));
+}
+Tensor mm(const Tensor& a, const Tensor& b) {
+  BelowAutocast g;
+  return to_bf16(at::mm(as_bf16_values(a), as_bf16_values(b)));
+}
+Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b, const at::Scalar& beta, const at::Scalar& alpha) {
+  BelowAutocast g;
+  return to_bf16(at::addmm(as_bf16_values(c), as_bf16_values(a), as_bf16_values(b), beta, alpha));
+}
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  BelowAutocast g;
+  return to_bf16(at::bmm(as_bf16_values(a), as_bf16_values(b)));
+}
+Tensor baddbmm(const Tensor& c, const Tensor& a, const Tensor& b, const at::Scalar& beta, const at::Scalar& alpha) {
+  BelowAutocast g;
+  return to_bf16(at::baddbmm(as_bf16_values(c), as_bf16_values(a), as_bf16_values(b), beta, alpha));
+}
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  BelowAutocast g;
+  return to_bf16(at::matmul(as_bf16_values(a), as_bf16_values(b)));
+}
+
+// The dispatcher warns once per kernel that replaces a registered one: expected here, not news.
+struct Quiet : c10::WarningHandler {
+  void process(const c10::SourceLocation&, const std::string&, const bool) override {}
+};
+
+std::unique_ptr<torch::Library> install() {
+  Quiet quiet;
+  c10::WarningHandler* prev = c10::Warning::get_warning_handler();
+  c10::Warning::set_warning_handler(&quiet);
+  auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::AutocastCPU, __FILE__,
+                                              __LINE__);
+  lib->impl("conv1d", TORCH_FN(conv1d));
+  lib->impl("conv2d", TORCH_FN(conv2d));
+  lib->impl("linear", TORCH_FN(linear));
+  lib->impl("mm", TORCH_FN(mm));
+  lib->impl("addmm", TORCH_FN(addmm));
+  lib->impl("bmm", TORCH_FN(bmm));
+  lib->impl("baddbmm", TORCH_FN(baddbmm));
+  lib->impl("matmul", TORCH_FN(matmul));
+  c10::Warning::set_warning_handler(prev);
+  return lib;
+}
+
+}  // namespace
+#endif
+
+bool install_bf16_emulation() {
+#if TORCH_VERSION_MAJOR < 2
+  static const bool active = [] {
+    if (!bf16_emulation_applies()) return false;
+    static std::unique_ptr<torch::Library> lib = install();  // lives as long as the process
+    return true;
+  }();
+  return active;
+#else
+  return false;
+#endif
+}
+
+}  // namespace engine
