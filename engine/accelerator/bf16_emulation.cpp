@@ -29,56 +29,56 @@ using at::Tensor;
 
 // An autocast operand as the native bf16 kernel would see it, in fp32: fp32/fp16 rounded to bf16
 // and back, bf16 widened (exact); other dtypes (double, integers) left as autocast leaves them.
-Tensor as_bf16_values(const Tensor& t) {
+// Sizes and scalars pass through.
+template <class T>
+const T& operand(const T& x) {
+  return x;
+}
+Tensor operand(const Tensor& t) {
   if (!t.defined()) return t;
   if (t.scalar_type() == at::kBFloat16) return t.to(at::kFloat);
   if (t.scalar_type() == at::kFloat || t.scalar_type() == at::kHalf) return t.to(at::kBFloat16).to(at::kFloat);
   return t;
 }
-c10::optional<Tensor> as_bf16_values(const c10::optional<Tensor>& t) {
+c10::optional<Tensor> operand(const c10::optional<Tensor>& t) {
   if (!t.has_value()) return t;
-  return as_bf16_values(*t);
+  return operand(*t);
 }
 
-// The op below autocast (the guard keeps it from re-entering these kernels), output rounded to bf16.
-struct BelowAutocast {
-  c10::impl::ExcludeDispatchKeyGuard no_autocast{c10::DispatchKey::AutocastCPU};
-};
-Tensor to_bf16(const Tensor& t) { return t.scalar_type() == at::kFloat ? t.to(at::kBFloat16) : t; }
+// `op` below autocast (the guard keeps it from re-entering these kernels) on the operands above,
+// its fp32 output rounded to bf16.
+template <class Op, class... Args>
+Tensor emulate(Op op, const Args&... args) {
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
+  Tensor out = op(operand(args)...);
+  return out.scalar_type() == at::kFloat ? out.to(at::kBFloat16) : out;
+}
 
 Tensor conv1d(const Tensor& x, const Tensor& w, const c10::optional<Tensor>& b, at::IntArrayRef stride,
               at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
-  BelowAutocast g;
-  return to_bf16(at::conv1d(as_bf16_values(x), as_bf16_values(w), as_bf16_values(b), stride, padding, dilation, groups));
+  return emulate([](const auto&... a) { return at::conv1d(a...); }, x, w, b, stride, padding, dilation, groups);
 }
 Tensor conv2d(const Tensor& x, const Tensor& w, const c10::optional<Tensor>& b, at::IntArrayRef stride,
               at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
-  BelowAutocast g;
-  return to_bf16(at::conv2d(as_bf16_values(x), as_bf16_values(w), as_bf16_values(b), stride, padding, dilation, groups));
+  return emulate([](const auto&... a) { return at::conv2d(a...); }, x, w, b, stride, padding, dilation, groups);
 }
 Tensor linear(const Tensor& x, const Tensor& w, const c10::optional<Tensor>& b) {
-  BelowAutocast g;
-  return to_bf16(at::linear(as_bf16_values(x), as_bf16_values(w), as_bf16_values(b)));
+  return emulate([](const auto&... a) { return at::linear(a...); }, x, w, b);
 }
 Tensor mm(const Tensor& a, const Tensor& b) {
-  BelowAutocast g;
-  return to_bf16(at::mm(as_bf16_values(a), as_bf16_values(b)));
+  return emulate([](const auto&... t) { return at::mm(t...); }, a, b);
 }
 Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b, const at::Scalar& beta, const at::Scalar& alpha) {
-  BelowAutocast g;
-  return to_bf16(at::addmm(as_bf16_values(c), as_bf16_values(a), as_bf16_values(b), beta, alpha));
+  return emulate([](const auto&... t) { return at::addmm(t...); }, c, a, b, beta, alpha);
 }
 Tensor bmm(const Tensor& a, const Tensor& b) {
-  BelowAutocast g;
-  return to_bf16(at::bmm(as_bf16_values(a), as_bf16_values(b)));
+  return emulate([](const auto&... t) { return at::bmm(t...); }, a, b);
 }
 Tensor baddbmm(const Tensor& c, const Tensor& a, const Tensor& b, const at::Scalar& beta, const at::Scalar& alpha) {
-  BelowAutocast g;
-  return to_bf16(at::baddbmm(as_bf16_values(c), as_bf16_values(a), as_bf16_values(b), beta, alpha));
+  return emulate([](const auto&... t) { return at::baddbmm(t...); }, c, a, b, beta, alpha);
 }
 Tensor matmul(const Tensor& a, const Tensor& b) {
-  BelowAutocast g;
-  return to_bf16(at::matmul(as_bf16_values(a), as_bf16_values(b)));
+  return emulate([](const auto&... t) { return at::matmul(t...); }, a, b);
 }
 
 // The dispatcher warns once per kernel that replaces a registered one: expected here, not news.

@@ -10,6 +10,11 @@ std::string source_path(const std::string& relative);
 std::string engine_binary();
 /// data/mnist/<name>; fails the test with a clear message when the data was not fetched.
 std::string mnist_file(const std::string& name);
+/// `--set` overrides that shrink recipes/mnist_convnext.toml to a 2-epoch run of 12 steps each
+/// (384 train / 200 valid images, batch 32, 300 predictions): the run and resume tests' size.
+inline constexpr const char* kSmallMnistRun =
+    " --set data.split.max_train=384 --set data.split.max_valid=200 --set train.epochs=2"
+    " --set predict.limit=300 --set data.batch_size=32";
 /// A fresh empty directory in the system temp dir, named by tag and pid (emptied on each call).
 std::string temp_dir(const std::string& tag);
 

@@ -5,6 +5,8 @@
 #include <array>
 #include <cstdio>
 
+#include "tests/support/paths.h"
+
 namespace engine::test {
 
 CommandResult run_command(const std::string& command) {
@@ -17,6 +19,10 @@ CommandResult run_command(const std::string& command) {
   int status = pclose(pipe);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return r;
+}
+
+CommandResult run_engine(const std::string& args) {
+  return run_command("cd " + source_path("") + " && " + engine_binary() + " " + args);
 }
 
 }  // namespace engine::test

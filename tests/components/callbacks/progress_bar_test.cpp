@@ -21,7 +21,7 @@ struct Console {
 
 // `env` is put before the engine command (TERM=..., NO_COLOR=...). With `tty`, stderr is a
 // pseudo-terminal without newline translation (stty -onlcr), so any '\r' in it is the engine's.
-Console run_engine(const std::string& tag, const std::string& env, bool tty) {
+Console run_progress(const std::string& tag, const std::string& env, bool tty) {
   mnist_file("train.csv");
   const std::string dir = temp_dir("progress_" + tag);
   const std::string cmd =
@@ -76,7 +76,7 @@ void check_table(const Console& c) {
 
 TEST_CASE(
     "progress_bar: stderr not a terminal: plain lines per epoch, no redraws or escapes, table on stdout") {
-  const Console c = run_engine("pipe", "TERM=xterm-256color", false);
+  const Console c = run_progress("pipe", "TERM=xterm-256color", false);
   INFO("stderr:\n" << c.err);
   CHECK_FALSE(has(c.err, "\r"));
   CHECK_FALSE(has(c.err, "\x1b["));
@@ -89,7 +89,7 @@ TEST_CASE(
 TEST_CASE(
     "progress_bar: on a terminal the bar is redrawn in place in colour, and the table stays on stdout") {
   // The control for the two cases below: the same run on a terminal does use '\r' and escapes.
-  const Console c = run_engine("tty", "TERM=xterm", true);
+  const Console c = run_progress("tty", "TERM=xterm", true);
   INFO("stderr:\n" << c.err);
   CHECK(has(c.err, "\repoch 1/2 ["));
   CHECK(has(c.err, "\x1b[32m"));
@@ -98,7 +98,7 @@ TEST_CASE(
 }
 
 TEST_CASE("progress_bar: TERM=dumb gets plain lines, no carriage returns or escapes") {
-  const Console c = run_engine("dumb", "TERM=dumb", true);
+  const Console c = run_progress("dumb", "TERM=dumb", true);
   INFO("stderr:\n" << c.err);
   CHECK_FALSE(has(c.err, "\r"));
   CHECK_FALSE(has(c.err, "\x1b["));
@@ -108,7 +108,7 @@ TEST_CASE("progress_bar: TERM=dumb gets plain lines, no carriage returns or esca
 }
 
 TEST_CASE("progress_bar: NO_COLOR on a terminal redraws without any ANSI escape") {
-  const Console c = run_engine("no_color", "TERM=xterm NO_COLOR=1", true);
+  const Console c = run_progress("no_color", "TERM=xterm NO_COLOR=1", true);
   INFO("stderr:\n" << c.err);
   CHECK(has(c.err, "\repoch 2/2 ["));
   CHECK_FALSE(has(c.err, "\x1b["));

@@ -28,6 +28,7 @@
 #include "engine/launcher/launcher.h"
 #include "tests/support/files.h"
 #include "tests/support/paths.h"
+#include "tests/support/timing.h"
 #include "tests/support/run_command.h"
 
 using namespace engine;
@@ -37,7 +38,7 @@ namespace fs = std::filesystem;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+using engine::test::seconds_since;
 
 // The test process may itself run under torchrun or Slurm: every job variable is the test's own.
 const char* kCleanEnv =
@@ -51,7 +52,7 @@ const char* kCleanEnv =
 const char* kBase = " --set accelerator.threads=1 --set model.drop_path_rate=0";
 
 // A few steps of training: enough to reach evaluation, prediction and the run directory.
-const char* kTiny =
+const char* kTinyDdpRun =
     " --set data.split.max_train=64 --set data.batch_size=16 --set train.epochs=1"
     " --set data.split.max_valid=32 --set predict.limit=16";
 
@@ -91,7 +92,7 @@ CommandResult engine_on(int processes, const std::string& args) {
                      "recipes/mnist_convnext.toml" + kBase + args);
 }
 
-std::map<std::string, torch::Tensor> tensors(const std::string& file, const std::string& prefix) {
+std::map<std::string, torch::Tensor> tensors_under(const std::string& file, const std::string& prefix) {
   std::map<std::string, torch::Tensor> out;
   for (auto& [k, v] : load_safetensors(file).tensors)
     if (k.rfind(prefix, 0) == 0) out[k] = v;
@@ -190,7 +191,7 @@ TEST_CASE("DDP: every rank starts from the initial weights of rank 0, even when 
   REQUIRE(rcs == "0 0");
   CHECK(read_text(dir + "/out0").find("2 processes") != std::string::npos);
 
-  CHECK(max_abs_diff(tensors(dir + "/one/model.safetensors", ""), tensors(dir + "/two/model.safetensors", "")) == 0);
+  CHECK(max_abs_diff(tensors_under(dir + "/one/model.safetensors", ""), tensors_under(dir + "/two/model.safetensors", "")) == 0);
   CHECK(read_text(dir + "/two/submission.csv") == read_text(dir + "/one/submission.csv"));
   auto s1 = summary(dir + "/one"), s2 = summary(dir + "/two");
   CHECK(s2["valid/accuracy"].get<double>() == s1["valid/accuracy"].get<double>());
@@ -220,8 +221,8 @@ TEST_CASE("DDP parity: 2 ranks x batch 32 == 1 rank x batch 64 after 20 steps, a
   CHECK(two.output.find("batch: 32 per process x 2 = 64 global, 10 steps/epoch, 20 steps") != std::string::npos);
 
   // Weights after the 20th step, from the resume checkpoint written at the last epoch end.
-  auto w1 = tensors(dir + "/one/checkpoints/step-000000020.safetensors", "model/");
-  auto w2 = tensors(dir + "/two/checkpoints/step-000000020.safetensors", "model/");
+  auto w1 = tensors_under(dir + "/one/checkpoints/step-000000020.safetensors", "model/");
+  auto w2 = tensors_under(dir + "/two/checkpoints/step-000000020.safetensors", "model/");
   REQUIRE(w1.size() == 128);
   std::string worst;
   const double diff = max_abs_diff(w1, w2, &worst);
@@ -357,7 +358,7 @@ TEST_CASE("fail fast: a rank that fails with an error (node 1's data is corrupt)
   const int port = pick_free_port();
   auto node = [&](int r, const std::string& extra) {
     return engine_binary() + " launch --nnodes 2 --node-rank " + std::to_string(r) + " --master-addr 127.0.0.1 --master-port " +
-           std::to_string(port) + " -n 1 recipes/mnist_convnext.toml" + kBase + kTiny +
+           std::to_string(port) + " -n 1 recipes/mnist_convnext.toml" + kBase + kTinyDdpRun +
            " --set accelerator.timeout_s=30 --set run.output_dir=" + dir + "/run" + extra;
   };
   const std::string root = source_path("");
@@ -394,7 +395,7 @@ void check_quiet_pair(const std::string& tag, const std::string& env0, const std
   std::string dir = temp_dir(tag);
   fs::create_directories(dir + "/cwd0");
   fs::create_directories(dir + "/cwd1");
-  std::string cmd = engine_binary() + " run " + source_path("recipes/mnist_convnext.toml") + kBase + kTiny +
+  std::string cmd = engine_binary() + " run " + source_path("recipes/mnist_convnext.toml") + kBase + kTinyDdpRun +
                     " --set data.dataset.path=" + mnist_file("train.csv") + " --set predict.dataset.path=" +
                     mnist_file("test.csv") + " --set predict.labels=" + mnist_file("test_labels.csv") +
                     " --set accelerator.timeout_s=30 --set run.output_dir=run";
@@ -442,7 +443,7 @@ TEST_CASE("two `engine launch --nnodes 2` on loopback act as two nodes of one jo
   const std::string port = std::to_string(pick_free_port());
   auto node = [&](int r) {
     return kCleanEnv + engine_binary() + " launch --nnodes 2 --node-rank " + std::to_string(r) +
-           " --master-addr 127.0.0.1 --master-port " + port + " -n 1 recipes/mnist_convnext.toml" + kBase + kTiny +
+           " --master-addr 127.0.0.1 --master-port " + port + " -n 1 recipes/mnist_convnext.toml" + kBase + kTinyDdpRun +
            " --set accelerator.timeout_s=30 --set run.output_dir=" + dir + "/run";
   };
   const std::string root = source_path("");

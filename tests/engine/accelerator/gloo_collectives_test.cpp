@@ -26,12 +26,10 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-void expect(bool ok, const std::string& what) {
-  if (!ok) throw std::runtime_error(what);
-}
+using engine::test::expect;
 
 // Runs `body` on 2 ranks with a Gloo group; `timeout` bounds every collective.
-void on_two_ranks(const std::function<void(engine::Collectives&)>& body,
+void on_two_gloo_ranks(const std::function<void(engine::Collectives&)>& body,
                   std::chrono::milliseconds timeout = 10s) {
   engine::LaunchOptions o;
   o.master_port = 0;
@@ -52,7 +50,7 @@ TEST_CASE("gloo all_reduce_sum: exact sums of rank-dependent tensors, several dt
   torch::Tensor warm =
       (torch::ones({4000000}) * 2).sum() + torch::rand({256, 256}).mm(torch::rand({256, 256})).sum();
   CHECK(warm.item<double>() > 8000000);
-  CHECK_NOTHROW(on_two_ranks([](engine::Collectives& c) {
+  CHECK_NOTHROW(on_two_gloo_ranks([](engine::Collectives& c) {
     const int r = c.rank();
     auto make = [](int rank) {
       return std::vector<torch::Tensor>{
@@ -89,7 +87,7 @@ TEST_CASE("gloo all_reduce_sum: exact sums of rank-dependent tensors, several dt
 }
 
 TEST_CASE("gloo all_gather: unequal dim 0 comes back in rank order, trimmed") {
-  CHECK_NOTHROW(on_two_ranks([](engine::Collectives& c) {
+  CHECK_NOTHROW(on_two_gloo_ranks([](engine::Collectives& c) {
     auto rows = [](int rank) {
       return rank == 0 ? torch::arange(6, torch::kFloat).reshape({3, 2})
                        : torch::arange(4, torch::kFloat).reshape({2, 2}) + 100;
@@ -105,7 +103,7 @@ TEST_CASE("gloo all_gather: unequal dim 0 comes back in rank order, trimmed") {
 }
 
 TEST_CASE("gloo broadcast: root's values overwrite the others, any root") {
-  CHECK_NOTHROW(on_two_ranks([](engine::Collectives& c) {
+  CHECK_NOTHROW(on_two_gloo_ranks([](engine::Collectives& c) {
     const bool root = c.rank() == 0;
     auto weight = torch::full({4, 4}, root ? 7.0f : 0.0f).requires_grad_();  // a parameter
     std::vector<torch::Tensor> ts{weight, torch::arange(3, torch::kLong) * (root ? 5 : 0),
@@ -122,7 +120,7 @@ TEST_CASE("gloo broadcast: root's values overwrite the others, any root") {
 
 TEST_CASE("gloo: a shape mismatch is an error on every rank naming every shape, then the group still works") {
   std::string dir = engine::test::temp_dir("gloo_mismatch");
-  CHECK_NOTHROW(on_two_ranks([&](engine::Collectives& c) {
+  CHECK_NOTHROW(on_two_gloo_ranks([&](engine::Collectives& c) {
     const int r = c.rank();
     std::vector<torch::Tensor> ts{torch::ones({2}), torch::ones({r == 0 ? 64 : 32, 10})};
     std::string msg = "(no error)";
@@ -154,7 +152,7 @@ TEST_CASE("gloo: a shape mismatch is an error on every rank naming every shape, 
 TEST_CASE("gloo: a SIGKILLed peer makes the survivor's collective throw at once") {
   auto t0 = Clock::now();
   std::string error;
-  auto s = engine::test::killed_peer(on_two_ranks, "gloo_killed", error);
+  auto s = engine::test::killed_peer(on_two_gloo_ranks, "gloo_killed", error);
   double launch_s = std::chrono::duration<double>(Clock::now() - t0).count();
   CHECK(error.find("rank 1 failed: killed by signal SIGKILL") != std::string::npos);
   CHECK(launch_s < 10.0);
@@ -165,7 +163,7 @@ TEST_CASE("gloo: a SIGKILLed peer makes the survivor's collective throw at once"
 }
 
 TEST_CASE("gloo: a peer that stops calling collectives makes the other's call throw after the timeout") {
-  auto s = engine::test::hung_peer(on_two_ranks, "gloo_hung");
+  auto s = engine::test::hung_peer(on_two_gloo_ranks, "gloo_hung");
   INFO(s.what);
   CHECK(s.when >= 0.9);
   CHECK(s.when < 2.4);

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <functional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -26,6 +27,11 @@ struct Survivor {
   double when = 0;
   std::string what, again;
 };
+
+/// A worker's check: throws `what` (launch() then fails naming the rank) when `ok` is false.
+inline void expect(bool ok, const std::string& what) {
+  if (!ok) throw std::runtime_error(what);
+}
 
 inline void write_file(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 

@@ -29,15 +29,13 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-void expect(bool ok, const std::string& what) {
-  if (!ok) throw std::runtime_error(what);
-}
+using engine::test::expect;
 
 using engine::test::write_file;
 
 // Runs `body` on 2 ranks whose collectives are Gloo wrapped by the shared-memory all-reduce; the
 // body fails when the wrapper did not apply (it would silently test Gloo alone).
-void on_ranks(int ranks, const std::function<void(engine::Collectives&)>& body, std::chrono::milliseconds timeout = 10s) {
+void on_shm_ranks(int ranks, const std::function<void(engine::Collectives&)>& body, std::chrono::milliseconds timeout = 10s) {
   engine::LaunchOptions o;
   o.master_port = 0;
   o.threads_per_process = 1;
@@ -53,8 +51,8 @@ void on_ranks(int ranks, const std::function<void(engine::Collectives&)>& body, 
       ranks, o);
 }
 
-void on_two_ranks(const std::function<void(engine::Collectives&)>& body, std::chrono::milliseconds timeout = 10s) {
-  on_ranks(2, body, timeout);
+void on_two_shm_ranks(const std::function<void(engine::Collectives&)>& body, std::chrono::milliseconds timeout = 10s) {
+  on_shm_ranks(2, body, timeout);
 }
 
 }  // namespace
@@ -63,7 +61,7 @@ TEST_CASE("shared-memory all_reduce_sum: exact sums over several segments, any l
   // 4 KiB segments (the default is 1 MiB): every call below crosses several segments and slot
   // halves. The forked workers read this when they first reduce.
   setenv("ENGINE_SHM_SEGMENT_KB", "4", 1);
-  CHECK_NOTHROW(on_two_ranks([](engine::Collectives& c) {
+  CHECK_NOTHROW(on_two_shm_ranks([](engine::Collectives& c) {
     const int r = c.rank();
     auto make = [](int rank) {
       return std::vector<torch::Tensor>{
@@ -150,13 +148,13 @@ void check_arena(engine::Collectives& c) {
 }
 
 TEST_CASE("shared-memory all-reduce of the gradient buffer: moved into shared memory, reduced in place, exact") {
-  CHECK_NOTHROW(on_two_ranks(check_arena));
-  CHECK_NOTHROW(on_ranks(3, check_arena));
+  CHECK_NOTHROW(on_two_shm_ranks(check_arena));
+  CHECK_NOTHROW(on_shm_ranks(3, check_arena));
 }
 
 TEST_CASE("shared-memory all_reduce_sum: a shape mismatch is Gloo's error naming every shape, then it still works") {
   std::string dir = engine::test::temp_dir("shm_mismatch");
-  CHECK_NOTHROW(on_two_ranks([&](engine::Collectives& c) {
+  CHECK_NOTHROW(on_two_shm_ranks([&](engine::Collectives& c) {
     const int r = c.rank();
     std::vector<torch::Tensor> ts{torch::ones({2}), torch::ones({r == 0 ? 64 : 32, 10})};
     std::string msg = "(no error)";
@@ -180,7 +178,7 @@ TEST_CASE("shared-memory all_reduce_sum: a shape mismatch is Gloo's error naming
 
 TEST_CASE("shared-memory all_reduce_sum: a SIGKILLed peer makes the survivor throw within a second, naming it") {
   std::string error;
-  auto s = engine::test::killed_peer(on_two_ranks, "shm_killed", error);
+  auto s = engine::test::killed_peer(on_two_shm_ranks, "shm_killed", error);
   MESSAGE("survivor threw ", s.when, " ms after the kill: ", s.what);
   CHECK(s.when < 1000);
   CHECK(s.what.find("shared-memory all-reduce on rank 0 of 2: rank 1 (pid ") != std::string::npos);
@@ -188,7 +186,7 @@ TEST_CASE("shared-memory all_reduce_sum: a SIGKILLed peer makes the survivor thr
 }
 
 TEST_CASE("shared-memory all_reduce_sum: a live peer that never joins makes the call throw after the timeout") {
-  auto s = engine::test::hung_peer(on_two_ranks, "shm_hung");
+  auto s = engine::test::hung_peer(on_two_shm_ranks, "shm_hung");
   INFO(s.what);
   CHECK(s.when >= 0.9);
   CHECK(s.when < 2.4);

@@ -36,7 +36,7 @@ std::string image_dir(const std::string& tag, int n = 12) {
   return dir;
 }
 
-std::string recipe(const std::string& dir, const std::string& dataset, const std::string& model_extra = "",
+std::string bad_recipe(const std::string& dir, const std::string& dataset, const std::string& model_extra = "",
                    const std::string& model = "resnet18") {
   const std::string path = fs::path(dir).parent_path().string() + "/r.toml";
   std::ofstream(path) << "[run]\nname = \"bad\"\noutput_dir = \"" << fs::path(dir).parent_path().string() << "/run\"\n"
@@ -52,10 +52,6 @@ std::string file_names(const std::string& dir, const std::string& extra = "") {
          "\"3\", \"4\", \"5\", \"6\", \"7\", \"8\", \"9\"]" + extra + " }";
 }
 
-CommandResult run_engine(const std::string& args) {
-  return run_command("cd " + source_path("") + " && " + engine_binary() + " " + args);
-}
-
 void expect_exit2(const CommandResult& r, const std::vector<std::string>& needles, const std::string& run_dir) {
   CHECK_MESSAGE(r.exit_code == 2, r.output);
   for (const auto& n : needles) CHECK_MESSAGE(r.output.find(n) != std::string::npos, "missing \"" << n << "\" in:\n" << r.output);
@@ -65,7 +61,7 @@ void expect_exit2(const CommandResult& r, const std::vector<std::string>& needle
 // A real resnet18 / convnext_atto weights file, written by an epochs = 0 run.
 std::string weights_of(const std::string& model) {
   const std::string dir = image_dir("weights_" + model, 8);
-  auto r = run_engine("run " + recipe(dir, file_names(dir), "", model) + " --set train.epochs=0");
+  auto r = run_engine("run " + bad_recipe(dir, file_names(dir), "", model) + " --set train.epochs=0");
   REQUIRE_MESSAGE(r.exit_code == 0, r.output);
   return fs::path(dir).parent_path().string() + "/run/model.safetensors";
 }
@@ -79,14 +75,14 @@ TEST_CASE("bad pretrained files: corrupt, truncated, lying header, another archi
   const std::string base = fs::path(dir).parent_path().string();
 
   std::ofstream(base + "/corrupt.safetensors") << "\x13\x00\x00\x00garbage that is no header";
-  expect_exit2(run_engine("run " + recipe(dir, file_names(dir), "pretrained = \"" + base + "/corrupt.safetensors\"\n")),
+  expect_exit2(run_engine("run " + bad_recipe(dir, file_names(dir), "pretrained = \"" + base + "/corrupt.safetensors\"\n")),
                {"corrupt.safetensors"}, run_dir);
 
   {  // truncated: the first half of a real file
     std::ifstream in(good, std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(in)), {});
     std::ofstream(base + "/truncated.safetensors", std::ios::binary) << bytes.substr(0, bytes.size() / 2);
-    expect_exit2(run_engine("run " + recipe(dir, file_names(dir), "pretrained = \"" + base + "/truncated.safetensors\"\n")),
+    expect_exit2(run_engine("run " + bad_recipe(dir, file_names(dir), "pretrained = \"" + base + "/truncated.safetensors\"\n")),
                  {"truncated.safetensors"}, run_dir);
   }
   {  // a header whose offsets point past the data
@@ -96,12 +92,12 @@ TEST_CASE("bad pretrained files: corrupt, truncated, lying header, another archi
     for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((n >> (8 * i)) & 0xff);
     bytes += header + std::string(64, '\0');
     std::ofstream(base + "/lying.safetensors", std::ios::binary) << bytes;
-    expect_exit2(run_engine("run " + recipe(dir, file_names(dir), "pretrained = \"" + base + "/lying.safetensors\"\n")),
+    expect_exit2(run_engine("run " + bad_recipe(dir, file_names(dir), "pretrained = \"" + base + "/lying.safetensors\"\n")),
                  {"lying.safetensors"}, run_dir);
   }
   // A convnext checkpoint given to a resnet: one clear line, not hundreds of keys.
   const std::string convnext = weights_of("convnext_atto");
-  auto other = run_engine("run " + recipe(dir, file_names(dir), "pretrained = \"" + convnext + "\"\n"));
+  auto other = run_engine("run " + bad_recipe(dir, file_names(dir), "pretrained = \"" + convnext + "\"\n"));
   expect_exit2(other, {"model.safetensors", "another architecture", "conv1.weight"}, run_dir);
   const std::string tail = other.output.substr(other.output.find("another architecture"));
   CHECK(std::count(tail.begin(), tail.end(), '\n') <= 1);  // one line, not a list of 250 keys
@@ -112,20 +108,20 @@ TEST_CASE("bad images: wrong channel count, unreadable file (or skipped), regex 
   const std::string base = fs::path(dir).parent_path().string(), run_dir = base + "/run";
 
   // RGB images for a 1-channel model.
-  auto rgb = run_engine("run " + recipe(dir, file_names(dir, ", mode = \"rgb\"")));
+  auto rgb = run_engine("run " + bad_recipe(dir, file_names(dir, ", mode = \"rgb\"")));
   expect_exit2(rgb, {"3-channel", "in_chans"}, run_dir);
 
   // An unreadable image: named; with on_bad_sample = "skip" it is skipped and counted.
   std::ofstream(dir + "/3_99999.png") << "\x89PNG\r\n\x1a\n this is not an image";
-  expect_exit2(run_engine("run " + recipe(dir, file_names(dir))), {"3_99999.png"}, run_dir);
-  auto skip = run_engine("run " + recipe(dir, file_names(dir, ", on_bad_sample = \"skip\"")));
+  expect_exit2(run_engine("run " + bad_recipe(dir, file_names(dir))), {"3_99999.png"}, run_dir);
+  auto skip = run_engine("run " + bad_recipe(dir, file_names(dir, ", on_bad_sample = \"skip\"")));
   CHECK_MESSAGE(skip.exit_code == 0, skip.output);
   CHECK(skip.output.find("skipped") != std::string::npos);
   fs::remove_all(run_dir);
   fs::remove(dir + "/3_99999.png");
 
   // A regex that matches no file name.
-  auto none = run_engine("run " + recipe(dir, "{ name = \"file_names\", path = \"" + dir + "\", label = { regex = \"^cat_(\\\\d)\" } }"));
+  auto none = run_engine("run " + bad_recipe(dir, "{ name = \"file_names\", path = \"" + dir + "\", label = { regex = \"^cat_(\\\\d)\" } }"));
   expect_exit2(none, {"matches no file name"}, run_dir);
 
   // image_folder with an empty class folder.
@@ -133,6 +129,6 @@ TEST_CASE("bad images: wrong channel count, unreadable file (or skipped), regex 
   fs::create_directories(folders + "/a");
   fs::create_directories(folders + "/b");
   for (const auto& e : fs::directory_iterator(dir)) fs::copy_file(e.path(), folders + "/a/" + e.path().filename().string());
-  auto empty = run_engine("run " + recipe(dir, "{ name = \"image_folder\", path = \"" + folders + "\" }") + " --set model.num_classes=2");
+  auto empty = run_engine("run " + bad_recipe(dir, "{ name = \"image_folder\", path = \"" + folders + "\" }") + " --set model.num_classes=2");
   expect_exit2(empty, {"folders/b"}, run_dir);
 }

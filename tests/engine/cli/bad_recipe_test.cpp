@@ -33,13 +33,11 @@ int line_of(const std::string& file, const std::string& needle) {
   return -1;
 }
 
-CommandResult check(const std::string& recipe) {
-  return run_command("cd " + source_path("") + " && " + engine_binary() + " check " + recipe);
-}
+CommandResult check_recipe(const std::string& recipe) { return run_engine("check " + recipe); }
 
 // `engine check` of the recipe exits 2 and names "file:line:" of the line holding `needle`.
 CommandResult check_fails_at(const std::string& recipe, const std::string& needle) {
-  auto res = check(recipe);
+  auto res = check_recipe(recipe);
   CHECK(res.exit_code == 2);
   std::string where = recipe + ":" + std::to_string(line_of(recipe, needle)) + ":";
   CHECK_MESSAGE(res.output.find(where) != std::string::npos, where << " not in: " << res.output);
@@ -72,7 +70,7 @@ TEST_CASE("an unknown component lists the known ones and the closest") {
 
 TEST_CASE("a missing data file is reported with its position and how to fetch it") {
   auto r = broken_recipe("missing", "data/mnist/train.csv", "data/mnist/nope.csv");
-  auto res = check(r);
+  auto res = check_recipe(r);
   CHECK(res.exit_code == 2);
   CHECK(res.output.find("data.dataset.path: file not found: data/mnist/nope.csv") != std::string::npos);
 }
@@ -87,7 +85,7 @@ TEST_CASE("all errors are reported at once, and run trains nothing on a bad reci
     text.replace(at, 8, "epochs = -1 #");
     std::ofstream(r) << text;
   }
-  auto res = check(r);
+  auto res = check_recipe(r);
   CHECK(res.exit_code == 2);
   CHECK(res.output.find("2 errors") != std::string::npos);
   std::string out = temp_dir("bad_run_out");

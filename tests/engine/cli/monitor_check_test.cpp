@@ -36,17 +36,15 @@ std::string position_of(const std::string& file, const std::string& needle) {
   return "";
 }
 
-CommandResult check(const std::string& recipe, const std::string& sets = "") {
-  return run_command("cd " + source_path("") + " && " + engine_binary() + " check " + recipe + sets);
+CommandResult check_with(const std::string& recipe, const std::string& sets = "") {
+  return run_engine("check " + recipe + sets);
 }
-
-bool has(const CommandResult& r, const std::string& text) { return r.output.find(text) != std::string::npos; }
 
 }  // namespace
 
 TEST_CASE("a typo'd checkpoint_best monitor is an engine check error with the nearest value") {
   auto r = edited_recipe("best", "monitor = \"valid/accuracy\"", "monitor = \"valid/acuracy\"");
-  auto res = check(r);
+  auto res = check_with(r);
   CHECK(res.exit_code == 2);
   CHECK_MESSAGE(has(res, position_of(r, "valid/acuracy")), res.output);
   CHECK_MESSAGE(has(res, "callbacks[0].monitor: checkpoint_best: monitors \"valid/acuracy\", which this run does not produce"),
@@ -57,7 +55,7 @@ TEST_CASE("a typo'd checkpoint_best monitor is an engine check error with the ne
 TEST_CASE("a typo'd early_stopping monitor is reported together with every other error") {
   auto r = edited_recipe("early", "weight_decay =", "weight_decya =",
                          "\n[[callbacks]]\nname = \"early_stopping\"\nmonitor = \"valid/los\"\npatience = 2\n");
-  auto res = check(r);
+  auto res = check_with(r);
   CHECK(res.exit_code == 2);
   CHECK_MESSAGE(has(res, position_of(r, "valid/los\"")), res.output);
   CHECK(has(res, "callbacks[1].monitor: early_stopping: monitors \"valid/los\""));
@@ -69,7 +67,7 @@ TEST_CASE("a default monitor the run does not produce points at the callback's t
   // checkpoint_best watches valid/accuracy by default; this recipe measures only error_rate.
   auto r = edited_recipe("default", "[[callbacks]]\nname = \"checkpoint_best\"\nmonitor = \"valid/accuracy\"\n",
                          "[[callbacks]]\nname = \"checkpoint_best\"\n");
-  auto res = check(r, " --set 'train.metrics=[\"error_rate\"]'");
+  auto res = check_with(r, " --set 'train.metrics=[\"error_rate\"]'");
   CHECK(res.exit_code == 2);
   CHECK_MESSAGE(has(res, "checkpoint_best: monitors \"valid/accuracy\" (its default), which this run does not produce"),
                 res.output);
@@ -79,16 +77,16 @@ TEST_CASE("a default monitor the run does not produce points at the callback's t
 
 TEST_CASE("valid_ema/* is a monitor only when train.ema is on, test/accuracy never is") {
   auto r = edited_recipe("ema", "monitor = \"valid/accuracy\"", "monitor = \"valid_ema/accuracy\"");
-  auto off = check(r);
+  auto off = check_with(r);
   CHECK(off.exit_code == 2);
   CHECK(has(off, "monitors \"valid_ema/accuracy\", which this run does not produce"));
   CHECK(has(off, "did you mean \"valid/accuracy\"?"));
-  auto on = check(r, " --set train.ema.enabled=true");
+  auto on = check_with(r, " --set train.ema.enabled=true");
   CHECK_MESSAGE(on.exit_code == 0, on.output);
 
   // test/accuracy is a value of the run (an [expect] key), but measured once after training.
   auto t = edited_recipe("test", "monitor = \"valid/accuracy\"", "monitor = \"test/accuracy\"");
-  auto res = check(t);
+  auto res = check_with(t);
   CHECK(res.exit_code == 2);
   CHECK(has(res, "test/accuracy is measured once after training, not per epoch"));
 }

@@ -42,8 +42,6 @@ CommandResult engine_test(const std::string& recipe, const std::string& flags = 
                      recipe);
 }
 
-bool has(const CommandResult& r, const std::string& text) { return r.output.find(text) != std::string::npos; }
-
 // The table row of `metric`: {expected, got, verdict}; empty when the table has no such row.
 std::vector<std::string> row(const CommandResult& r, const std::string& metric) {
   std::smatch m;

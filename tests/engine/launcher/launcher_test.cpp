@@ -19,6 +19,7 @@
 #include "engine/core/errors.h"
 #include "tests/support/files.h"
 #include "tests/support/paths.h"
+#include "tests/support/timing.h"
 
 using engine::test::read_env;
 
@@ -27,9 +28,7 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+using engine::test::seconds_since;
 
 int run_sh(const std::string& script, engine::LaunchOptions o = {}) {
   if (o.master_port == 29500) o.master_port = 0;

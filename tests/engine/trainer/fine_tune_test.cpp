@@ -43,10 +43,6 @@ std::map<std::string, torch::Tensor> tensors(const std::string& path) {
   return out;
 }
 
-CommandResult run_engine(const std::string& args) {
-  return run_command("cd " + source_path("") + " && " + engine_binary() + " " + args);
-}
-
 bool is_norm_key(const std::string& k) { return k.find("bn") != std::string::npos || k.find("downsample.1") != std::string::npos; }
 
 }  // namespace

@@ -22,10 +22,6 @@ using namespace engine::test;
 
 namespace {
 
-CommandResult engine_cmd(const std::string& args) {
-  return run_command("cd " + source_path("") + " && " + engine_binary() + " " + args);
-}
-
 std::string digits_png() {
   const std::string dir = source_path("data/digits_png/images");
   REQUIRE_MESSAGE(std::filesystem::is_directory(dir), dir << " missing: run datasets/make_digit_pngs.sh (tools/setup.sh does)");
@@ -63,11 +59,11 @@ TEST_CASE("export -> predict on PNG files gives the run's evaluation probabiliti
       << "[[data.eval_transforms]]\nname = \"normalize\"\nmean = [0.131]\nstd = [0.3085]\n"
       << "[model]\nname = \"resnet18\"\nin_chans = 1\nnum_classes = 5\n"
       << "[optimizer]\nname = \"adamw\"\nlr = 1e-3\n[train]\nepochs = 1\nmax_steps = 2\n";
-  auto run = engine_cmd("run " + dir + "/r.toml");
+  auto run = run_engine("run " + dir + "/r.toml");
   REQUIRE_MESSAGE(run.exit_code == 0, run.output);
   CHECK(read_text(dir + "/run/classes.json") == "[\"5\",\"6\",\"7\",\"8\",\"9\"]\n");
 
-  auto ex = engine_cmd("export " + dir + "/run -o " + dir + "/digits.learner");
+  auto ex = run_engine("export " + dir + "/run -o " + dir + "/digits.learner");
   REQUIRE_MESSAGE(ex.exit_code == 0, ex.output);
   // Save -> load bitwise: the export's weights are the run's kept weights, and no optimizer state.
   auto kept = load_safetensors(dir + "/run/model.safetensors"), exported = load_safetensors(dir + "/digits.learner");
@@ -86,7 +82,7 @@ TEST_CASE("export -> predict on PNG files gives the run's evaluation probabiliti
   for (const auto& n : names) args += " " + images + "/" + n;
 
   // The training data is gone: predict needs the export file only.
-  auto pred = engine_cmd("predict --json " + dir + "/digits.learner" + args);
+  auto pred = run_engine("predict --json " + dir + "/digits.learner" + args);
   REQUIRE_MESSAGE(pred.exit_code == 0, pred.output);
   auto j = nlohmann::json::parse(pred.output);
   REQUIRE(j.size() == 4);
@@ -99,7 +95,7 @@ TEST_CASE("export -> predict on PNG files gives the run's evaluation probabiliti
     CHECK(j[i]["index"].get<int64_t>() == best);
     CHECK(j[i]["label"].get<std::string>() == std::to_string(5 + best));
   }
-  auto text = engine_cmd("predict " + dir + "/digits.learner " + images + "/" + names[0]);
+  auto text = run_engine("predict " + dir + "/digits.learner " + images + "/" + names[0]);
   REQUIRE(text.exit_code == 0);
   CHECK(text.output.find(names[0] + ": ('") != std::string::npos);  // fastai's triple
 
@@ -114,13 +110,13 @@ TEST_CASE("export -> predict on PNG files gives the run's evaluation probabiliti
 
 TEST_CASE("export -> predict --csv writes the run's submission.csv byte for byte (the Kaggle flow)") {
   const std::string dir = temp_dir("learner_csv");
-  auto run = engine_cmd("run recipes/mnist_convnext.toml --set run.output_dir=" + dir +
+  auto run = run_engine("run recipes/mnist_convnext.toml --set run.output_dir=" + dir +
                         "/run --set train.max_steps=3 --set data.split.max_train=256 --set data.split.max_valid=64"
                         " --set predict.limit=0 --set accelerator.threads=1");
   REQUIRE_MESSAGE(run.exit_code == 0, run.output);
-  auto ex = engine_cmd("export " + dir + "/run");
+  auto ex = run_engine("export " + dir + "/run");
   REQUIRE_MESSAGE(ex.exit_code == 0, ex.output);
-  auto pred = engine_cmd("predict " + dir + "/run/model.export.safetensors --csv " + mnist_file("test.csv") + " -o " +
+  auto pred = run_engine("predict " + dir + "/run/model.export.safetensors --csv " + mnist_file("test.csv") + " -o " +
                          dir + "/submission.csv");
   REQUIRE_MESSAGE(pred.exit_code == 0, pred.output);
   const std::string a = read_text(dir + "/run/submission.csv"), b = read_text(dir + "/submission.csv");
@@ -131,7 +127,7 @@ TEST_CASE("export -> predict --csv writes the run's submission.csv byte for byte
 TEST_CASE("predict refuses what is not an export, and images of the wrong channel count (exit 2)") {
   const std::string dir = temp_dir("learner_bad");
   std::ofstream(dir + "/junk.safetensors") << "not a safetensors file";
-  auto junk = engine_cmd("predict " + dir + "/junk.safetensors x.png");
+  auto junk = run_engine("predict " + dir + "/junk.safetensors x.png");
   CHECK(junk.exit_code == 2);
   CHECK(junk.output.find("junk.safetensors") != std::string::npos);
 }

@@ -17,26 +17,23 @@ using namespace engine::test;
 
 namespace {
 
-// 1 process x 32 = 12 steps an epoch; 2 processes = 6. Two epochs.
-const char* kSmall =
-    " --set data.split.max_train=384 --set data.split.max_valid=200 --set train.epochs=2"
-    " --set predict.limit=300 --set data.batch_size=32";
+// kSmallMnistRun (paths.h): 1 process x 32 = 12 steps an epoch, 2 processes = 6; two epochs.
 // 4 steps an epoch, two epochs: for the write-fault runs, which each run twice.
 const char* kTiny =
     " --set data.split.max_train=128 --set data.split.max_valid=100 --set train.epochs=2"
     " --set predict.limit=50 --set data.batch_size=32 --set checkpoint.every_steps=3";
 
 // `env` is "NAME=value " settings for the engine process; `shell` runs before it (ulimit).
-std::string engine_cmd(const std::string& how, const std::string& args, const std::string& env = "",
+std::string mnist_cmd(const std::string& how, const std::string& args, const std::string& env = "",
                        const std::string& shell = "") {
   mnist_file("train.csv");
   return shell + "cd " + source_path("") + " && ENGINE_THREADS=1 " + env + engine_binary() + " " + how +
          " recipes/mnist_convnext.toml" + args;
 }
 
-CommandResult run_engine(const std::string& how, const std::string& args, const std::string& env = "",
+CommandResult run_mnist(const std::string& how, const std::string& args, const std::string& env = "",
                          const std::string& shell = "") {
-  return run_command(engine_cmd(how, args, env, shell));
+  return run_command(mnist_cmd(how, args, env, shell));
 }
 
 // Starts the command in the background, waits until `file` exists, waits `delay_ms` more (so the
@@ -105,7 +102,7 @@ int random_in(int lo, int hi) {
 TEST_CASE("kill -9 at a random step, then --resume: the same metrics, weights and predictions as an uninterrupted run") {
   const std::string dir = temp_dir("resume_kill");
   const std::string every = " --set checkpoint.every_steps=2";
-  auto ref = run_engine("run", kSmall + every + " --set run.output_dir=" + dir + "/ref");
+  auto ref = run_mnist("run", kSmallMnistRun + every + " --set run.output_dir=" + dir + "/ref");
   REQUIRE_MESSAGE(ref.exit_code == 0, ref.output);
 
   // Any even step but the epoch boundary (12) and the last (24); the kill lands up to 0.3 s later.
@@ -114,19 +111,19 @@ TEST_CASE("kill -9 at a random step, then --resume: the same metrics, weights an
   const int delay = random_in(0, 300);
   MESSAGE("killed after the checkpoint of step " << step << " + " << delay << " ms");
   const std::string run = dir + "/run";
-  const std::string args = kSmall + every + " --set run.output_dir=" + run;
-  auto killed = interrupt_after(engine_cmd("run", args), step_file(run, step), delay, "KILL");
+  const std::string args = kSmallMnistRun + every + " --set run.output_dir=" + run;
+  auto killed = interrupt_after(mnist_cmd("run", args), step_file(run, step), delay, "KILL");
   REQUIRE_MESSAGE(killed.exit_code == 128 + 9, killed.output);
 
   // A resume that would not be exact is refused before anything runs: another recipe, another world.
-  auto changed = run_engine("run", args + " --set optimizer.lr=0.01 --resume " + run);
+  auto changed = run_mnist("run", args + " --set optimizer.lr=0.01 --resume " + run);
   CHECK(changed.exit_code == 2);
   CHECK_MESSAGE(changed.output.find("optimizer.lr: 0.002 -> 0.01") != std::string::npos, changed.output);
-  auto world = run_engine("launch -n 2 --threads 1", args + " --resume " + run);
+  auto world = run_mnist("launch -n 2 --threads 1", args + " --resume " + run);
   CHECK(world.exit_code == 2);
   CHECK_MESSAGE(world.output.find("written by a run of 1 processes, this one has 2") != std::string::npos, world.output);
 
-  auto resumed = run_engine("run", args + " --resume " + run);
+  auto resumed = run_mnist("run", args + " --resume " + run);
   REQUIRE_MESSAGE(resumed.exit_code == 0, resumed.output);
   CHECK(resumed.output.find("resuming " + run) != std::string::npos);
   check_same_run(run, dir + "/ref");
@@ -141,28 +138,28 @@ TEST_CASE("kill -9 at a random step, then --resume: the same metrics, weights an
 TEST_CASE("engine launch -n 2: SIGTERM checkpoints every rank and exits 75, kill -9 loses nothing, and both resume exactly") {
   const std::string dir = temp_dir("resume_ddp");
   const std::string how = "launch -n 2 --threads 1";
-  auto ref = run_engine(how, kSmall + std::string(" --set run.output_dir=") + dir + "/ref");
+  auto ref = run_mnist(how, kSmallMnistRun + std::string(" --set run.output_dir=") + dir + "/ref");
   REQUIRE_MESSAGE(ref.exit_code == 0, ref.output);
 
   // SIGTERM to the launcher (Slurm's preemption): it reaches both ranks, which finish the step
   // they are in, agree on it, write one checkpoint and exit 75 with the resume command.
   const std::string term = dir + "/term";
-  const std::string term_args = kSmall + std::string(" --set checkpoint.every_steps=2 --set run.output_dir=") + term;
-  auto stopped = interrupt_after(engine_cmd(how, term_args), step_file(term, 2), random_in(0, 200), "TERM");
+  const std::string term_args = kSmallMnistRun + std::string(" --set checkpoint.every_steps=2 --set run.output_dir=") + term;
+  auto stopped = interrupt_after(mnist_cmd(how, term_args), step_file(term, 2), random_in(0, 200), "TERM");
   REQUIRE_MESSAGE(stopped.exit_code == 75, stopped.output);
   CHECK_MESSAGE(stopped.output.find("preempted (SIGTERM) at step") != std::string::npos, stopped.output);
   CHECK(stopped.output.find("run the same command with --resume " + term) != std::string::npos);
-  auto resumed = run_engine(how, term_args + " --resume " + term);
+  auto resumed = run_mnist(how, term_args + " --resume " + term);
   REQUIRE_MESSAGE(resumed.exit_code == 0, resumed.output);
   check_same_run(term, dir + "/ref");
 
   // kill -9 of the launcher: its workers die with it (no checkpoint at the kill); the run resumes
   // from the last one written, mid-epoch 2.
   const std::string kill = dir + "/kill";
-  const std::string kill_args = kSmall + std::string(" --set checkpoint.every_steps=4 --set run.output_dir=") + kill;
-  auto killed = interrupt_after(engine_cmd(how, kill_args), step_file(kill, 8), random_in(0, 200), "KILL");
+  const std::string kill_args = kSmallMnistRun + std::string(" --set checkpoint.every_steps=4 --set run.output_dir=") + kill;
+  auto killed = interrupt_after(mnist_cmd(how, kill_args), step_file(kill, 8), random_in(0, 200), "KILL");
   REQUIRE_MESSAGE(killed.exit_code == 128 + 9, killed.output);
-  auto again = run_engine(how, kill_args + " --resume");  // no value: the recipe's run directory
+  auto again = run_mnist(how, kill_args + " --resume");  // no value: the recipe's run directory
   REQUIRE_MESSAGE(again.exit_code == 0, again.output);
   CHECK_MESSAGE(again.output.find("resuming " + kill) != std::string::npos, again.output);
   check_same_run(kill, dir + "/ref");
@@ -170,7 +167,7 @@ TEST_CASE("engine launch -n 2: SIGTERM checkpoints every rank and exits 75, kill
 
 TEST_CASE("a checkpoint write cut at any stage, a damaged checkpoint, or a full disk leave a resumable run") {
   const std::string dir = temp_dir("resume_torn");
-  auto ref = run_engine("run", kTiny + std::string(" --set run.output_dir=") + dir + "/ref");
+  auto ref = run_mnist("run", kTiny + std::string(" --set run.output_dir=") + dir + "/ref");
   REQUIRE_MESSAGE(ref.exit_code == 0, ref.output);
 
   // Checkpoints come at steps 3, 4 (epoch end), 6 and 8: the write of step 6 dies at each stage.
@@ -178,9 +175,9 @@ TEST_CASE("a checkpoint write cut at any stage, a damaged checkpoint, or a full 
     CAPTURE(stage);
     const std::string run = dir + "/" + stage;
     const std::string args = kTiny + std::string(" --set run.output_dir=") + run;
-    auto died = run_engine("run", args, std::string("ENGINE_FAULT_INJECT=") + stage + "@step-000000006 ");
+    auto died = run_mnist("run", args, std::string("ENGINE_FAULT_INJECT=") + stage + "@step-000000006 ");
     REQUIRE_MESSAGE(died.exit_code == 99, died.output);
-    auto resumed = run_engine("run", args + " --resume " + run);
+    auto resumed = run_mnist("run", args + " --resume " + run);
     REQUIRE_MESSAGE(resumed.exit_code == 0, resumed.output);
     // Before the rename the new file does not exist yet: the run goes on from step 4.
     const std::string from = std::string(stage) == "renamed" ? "step-000000006" : "step-000000004";
@@ -191,7 +188,7 @@ TEST_CASE("a checkpoint write cut at any stage, a damaged checkpoint, or a full 
   // A newest checkpoint damaged on disk is detected (CRC-32), named, and skipped for the one before.
   const std::string bad = dir + "/damaged";
   const std::string bad_args = kTiny + std::string(" --set run.output_dir=") + bad;
-  auto died = run_engine("run", bad_args, "ENGINE_FAULT_INJECT=partial@step-000000008 ");
+  auto died = run_mnist("run", bad_args, "ENGINE_FAULT_INJECT=partial@step-000000008 ");
   REQUIRE_MESSAGE(died.exit_code == 99, died.output);
   {
     std::fstream f(step_file(bad, 6), std::ios::in | std::ios::out | std::ios::binary);
@@ -200,7 +197,7 @@ TEST_CASE("a checkpoint write cut at any stage, a damaged checkpoint, or a full 
     f.seekp(size - 100);
     f.put('\x7f');
   }
-  auto resumed = run_engine("run", bad_args + " --resume " + bad);
+  auto resumed = run_mnist("run", bad_args + " --resume " + bad);
   REQUIRE_MESSAGE(resumed.exit_code == 0, resumed.output);
   CHECK_MESSAGE(resumed.output.find("skipped " + step_file(bad, 6) + ": damaged") != std::string::npos, resumed.output);
   CHECK(resumed.output.find("step-000000004.safetensors: after epoch 1") != std::string::npos);
@@ -210,13 +207,13 @@ TEST_CASE("a checkpoint write cut at any stage, a damaged checkpoint, or a full 
   // the file, leaves no temp file, and the checkpoint before it resumes to the same end.
   const std::string full = dir + "/full";
   const std::string full_args = kTiny + std::string(" --set run.output_dir=") + full;
-  auto cut = run_engine("run", full_args, "ENGINE_FAULT_INJECT=partial@step-000000006 ");
+  auto cut = run_mnist("run", full_args, "ENGINE_FAULT_INJECT=partial@step-000000006 ");
   REQUIRE_MESSAGE(cut.exit_code == 99, cut.output);
-  auto limited = run_engine("run", full_args + " --resume " + full, "", "ulimit -f 20000; ");
+  auto limited = run_mnist("run", full_args + " --resume " + full, "", "ulimit -f 20000; ");
   CHECK(limited.exit_code == 1);
   CHECK_MESSAGE(limited.output.find("step-000000006.safetensors.tmp: File too large") != std::string::npos, limited.output);
   CHECK(!std::filesystem::exists(step_file(full, 6) + ".tmp"));
-  auto after = run_engine("run", full_args + " --resume " + full);
+  auto after = run_mnist("run", full_args + " --resume " + full);
   REQUIRE_MESSAGE(after.exit_code == 0, after.output);
   CHECK(after.output.find("step-000000004.safetensors: after epoch 1") != std::string::npos);
   check_same_run(full, dir + "/ref");

@@ -17,10 +17,6 @@ using namespace engine::test;
 
 namespace {
 
-const char* kSmall =
-    " --set data.split.max_train=384 --set data.split.max_valid=200 --set train.epochs=2"
-    " --set predict.limit=300 --set data.batch_size=32";
-
 std::vector<std::string> lines(const std::string& path) {
   std::vector<std::string> out;
   std::ifstream in(path);
@@ -30,7 +26,7 @@ std::vector<std::string> lines(const std::string& path) {
 
 CommandResult run_small(const std::string& out_dir, const std::string& extra = "") {
   mnist_file("train.csv");
-  return run_command("cd " + source_path("") + " && " + engine_binary() + " run recipes/mnist_convnext.toml" + kSmall +
+  return run_command("cd " + source_path("") + " && " + engine_binary() + " run recipes/mnist_convnext.toml" + kSmallMnistRun +
                      " --set run.output_dir=" + out_dir + extra);
 }
 
