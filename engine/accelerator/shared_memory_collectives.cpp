@@ -189,25 +189,21 @@ class SharedMemoryAllReduce final : public Collectives {
       arena = std::min(arena, ctl_->rank[q].arena);
     }
     const double inv = 1.0 / size_;
-    // Different lists on different ranks: Gloo's checks name each rank's shapes and throw.
-    if (!same || ctl_->rank[0].fingerprint == kNotEligible) {
+    auto through_inner = [&] {
       inner_->all_reduce_sum(tensors);
       if (mean)
         for (auto& t : tensors) t.mul_(inv);
-      return;
-    }
+    };
+    // Different lists on different ranks: Gloo's checks name each rank's shapes and throw.
+    if (!same || ctl_->rank[0].fingerprint == kNotEligible) return through_inner();
     // The gradient buffer of every step: in shared memory (moved there on its second call), each
     // rank sums its chunk of every rank's buffer and writes the result into all of them.
     if (arena == kArenaAdopted || (arena == kArenaCandidate && adopt(tensors.front()))) {
       reduce_in_arenas(tensors.front(), mean ? inv : 1.0, mean);
       return;
     }
-    if (!ensure_capacity(2 * std::min(bytes, segment_elements(tensors.front().element_size()) * tensors.front().element_size()))) {
-      inner_->all_reduce_sum(tensors);
-      if (mean)
-        for (auto& t : tensors) t.mul_(inv);
-      return;
-    }
+    if (!ensure_capacity(2 * std::min(bytes, segment_elements(tensors.front().element_size()) * tensors.front().element_size())))
+      return through_inner();
     const auto dtype = tensors.front().scalar_type();
     const int64_t n = bytes / tensors.front().element_size();
     const int64_t segment = segment_elements(tensors.front().element_size());
