@@ -10,6 +10,7 @@
 #include "components/models/cpu_kernels.h"
 #include "components/models/layers.h"
 #include "engine/core/cpu_threads.h"
+#include "engine/core/env.h"
 
 namespace engine {
 namespace nn = torch::nn;
@@ -24,8 +25,7 @@ namespace {
 // small maps of the last stages (64-256 rows) are where oneDNN is 4-6x slower.
 // ENGINE_MLP_GEMM=0 keeps the convolutions (to measure one against the other).
 bool mlp_as_gemm(const torch::Tensor& x) {
-  const char* e = std::getenv("ENGINE_MLP_GEMM");  // read per call: a test switches it
-  return !(e && std::string(e) == "0") && x.device().is_cpu() && optimized_blas();
+  return !switched_off("ENGINE_MLP_GEMM") && x.device().is_cpu() && optimized_blas();  // per call: a test switches it
 }
 class MlpImpl : public nn::Module {
  public:
@@ -96,8 +96,7 @@ TORCH_MODULE(Block);
 // downsamples 10x10 2.3 -> 1.7, 5x5 2.0 -> 0.9, 2x2 3.1 -> 0.9 ms. Same condition as the MLP
 // GEMMs; ENGINE_PATCHIFY_GEMM=0 keeps oneDNN's convolutions (to measure one against the other).
 torch::Tensor patchify(nn::Conv2dImpl& conv, const torch::Tensor& x) {
-  const char* e = std::getenv("ENGINE_PATCHIFY_GEMM");  // read per call: a test switches it
-  if (!(e && std::string(e) == "0") && mlp_as_gemm(x)) return patchify_conv2d(x, conv.weight, conv.bias);
+  if (!switched_off("ENGINE_PATCHIFY_GEMM") && mlp_as_gemm(x)) return patchify_conv2d(x, conv.weight, conv.bias);
   return conv.forward(x);
 }
 

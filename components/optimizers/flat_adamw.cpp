@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "components/optimizers/optimizer_util.h"
+#include "engine/core/env.h"
 
 namespace engine {
 
@@ -251,10 +252,7 @@ void FlatAdamW::step_group_flat(size_t g) {
 torch::Tensor FlatAdamW::step(LossClosure closure) {
   flat_groups_ = 0;
   // ENGINE_FLAT_ADAMW=0: torch's AdamW as is (to measure one against the other, bench/RESULTS.md).
-  static const bool off = [] {
-    const char* e = std::getenv("ENGINE_FLAT_ADAMW");
-    return e && std::string(e) == "0";
-  }();
+  static const bool off = switched_off("ENGINE_FLAT_ADAMW");
   if (closure || no_arena_ || off) return AdamW::step(std::move(closure));
   if (!arena_matches()) build_arena();
   if (no_arena_) return AdamW::step(nullptr);

@@ -10,20 +10,21 @@
 #include <memory>
 #include <string>
 
-namespace engine {
+#include "engine/core/env.h"
 
+namespace engine {
+namespace {
+
+#if TORCH_VERSION_MAJOR < 2  // LibTorch 2.x: its own CPU bf16 paths, not measured here
+// This CPU lacks avx512bw and ENGINE_BF16_EMULATION is not "0".
 bool bf16_emulation_applies() {
-  const char* e = std::getenv("ENGINE_BF16_EMULATION");
-  if (e && std::string(e) == "0") return false;
-#if TORCH_VERSION_MAJOR < 2 && defined(__x86_64__) && defined(__GNUC__)
+  if (switched_off("ENGINE_BF16_EMULATION")) return false;
+#if defined(__x86_64__) && defined(__GNUC__)
   return !__builtin_cpu_supports("avx512bw");
 #else
-  return false;  // LibTorch 2.x: its own CPU bf16 paths, not measured here
+  return false;
 #endif
 }
-
-#if TORCH_VERSION_MAJOR < 2
-namespace {
 
 using at::Tensor;
 
@@ -104,8 +105,8 @@ std::unique_ptr<torch::Library> install() {
   return lib;
 }
 
-}  // namespace
 #endif
+}  // namespace
 
 bool install_bf16_emulation() {
 #if TORCH_VERSION_MAJOR < 2

@@ -18,7 +18,4 @@ namespace engine {
 /// is active. Affects CPU autocast to bf16 only: fp32 code and CUDA are untouched.
 bool install_bf16_emulation();
 
-/// Whether install_bf16_emulation() would install it here (no side effect).
-bool bf16_emulation_applies();
-
 }  // namespace engine

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "engine/accelerator/collective_plan.h"
+#include "engine/core/env.h"
 #include "engine/core/errors.h"
 
 namespace engine {
@@ -151,10 +152,8 @@ class SharedMemoryAllReduce final : public Collectives {
         timeout_(timeout),
         base_(std::move(base)),
         control_(std::move(control)),
-        ctl_(static_cast<Control*>(control_.get())) {
-    const char* arena = std::getenv("ENGINE_SHM_ARENA");  // 0: never move buffers (to measure the copying path)
-    arena_off_ = arena && std::string(arena) == "0";
-  }
+        ctl_(static_cast<Control*>(control_.get())),
+        arena_off_(switched_off("ENGINE_SHM_ARENA")) {}  // never move buffers (to measure the copying path)
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -188,18 +187,13 @@ class SharedMemoryAllReduce final : public Collectives {
       same = ctl_->rank[q].fingerprint == ctl_->rank[0].fingerprint && ctl_->rank[q].bytes == ctl_->rank[0].bytes;
       arena = std::min(arena, ctl_->rank[q].arena);
     }
-    const double inv = 1.0 / size_;
-    auto through_inner = [&] {
-      inner_->all_reduce_sum(tensors);
-      if (mean)
-        for (auto& t : tensors) t.mul_(inv);
-    };
+    auto through_inner = [&] { mean ? inner_->all_reduce_mean(tensors) : inner_->all_reduce_sum(tensors); };
     // Different lists on different ranks: Gloo's checks name each rank's shapes and throw.
     if (!same || ctl_->rank[0].fingerprint == kNotEligible) return through_inner();
     // The gradient buffer of every step: in shared memory (moved there on its second call), each
     // rank sums its chunk of every rank's buffer and writes the result into all of them.
     if (arena == kArenaAdopted || (arena == kArenaCandidate && adopt(tensors.front()))) {
-      reduce_in_arenas(tensors.front(), mean ? inv : 1.0, mean);
+      reduce_in_arenas(tensors.front(), mean);
       return;
     }
     if (!ensure_capacity(2 * std::min(bytes, segment_elements(tensors.front().element_size()) * tensors.front().element_size())))
@@ -257,7 +251,7 @@ class SharedMemoryAllReduce final : public Collectives {
     }
     for (size_t i = 0; i < tensors.size(); ++i) {
       if (!tensors[i].is_contiguous()) tensors[i].copy_(flats[i].view(tensors[i].sizes()));
-      if (mean) tensors[i].mul_(inv);
+      if (mean) tensors[i].mul_(1.0 / size_);  // as Collectives::all_reduce_mean
     }
   }
 
@@ -303,14 +297,14 @@ class SharedMemoryAllReduce final : public Collectives {
   // (its gradients are final), so rank r sums chunk r of all of them and writes it to all; one
   // barrier then says every chunk is everywhere. One pass over memory instead of a copy in, a
   // sum and a copy out; the sum of element i is taken by one rank in rank order, as below.
-  void reduce_in_arenas(const torch::Tensor& t, double scale, bool scaled) {
+  void reduce_in_arenas(const torch::Tensor& t, bool mean) {
     const int64_t n = t.numel(), b = rank_ * n / size_, e = (rank_ + 1) * n / size_;
     auto run = [&](auto zero) {
       using T = decltype(zero);
       std::vector<T*> p(size_);
       for (int q = 0; q < size_; ++q)
         p[q] = static_cast<T*>(q == rank_ ? static_cast<ArenaContext*>(arena_context_)->map.get() : arenas_[q].get());
-      sum_into_all<T>(p, b, e, static_cast<T>(scale), scaled);
+      sum_into_all<T>(p, b, e, static_cast<T>(1.0 / size_), mean);
     };
     if (t.scalar_type() == torch::kFloat)
       run(0.0f);
@@ -436,9 +430,8 @@ double sum_over_ranks(Collectives& inner, double v) {
 
 std::unique_ptr<Collectives> with_shared_memory_all_reduce(std::unique_ptr<Collectives> inner, const WorldInfo& world,
                                                            std::chrono::milliseconds timeout) {
-  const char* off = std::getenv("ENGINE_SHM_ALLREDUCE");
   if (world.world_size < 2 || world.world_size > kMaxRanks || world.local_world_size != world.world_size ||
-      world.rendezvous_file.empty() || (off && std::string(off) == "0"))
+      world.rendezvous_file.empty() || switched_off("ENGINE_SHM_ALLREDUCE"))
     return inner;
   // The private rendezvous path is unique to this job: so is the name derived from it.
   const std::string base = fmt::format("/engine-{}-{:016x}", getuid(), std::hash<std::string>{}(world.rendezvous_file));

@@ -7,6 +7,8 @@
 #include <malloc.h>
 #endif
 
+#include "engine/core/env.h"
+
 namespace engine {
 
 namespace {
@@ -20,7 +22,7 @@ constexpr int kTopPad = 256 << 20;
 
 AllocatorTuning tune_allocator() {
 #if defined(__GLIBC__)
-  if (const char* off = std::getenv("ENGINE_MALLOC_TUNING"); off && std::strcmp(off, "0") == 0)
+  if (switched_off("ENGINE_MALLOC_TUNING"))
     return {false, "ENGINE_MALLOC_TUNING=0: glibc malloc defaults"};
   if (const char* t = std::getenv("GLIBC_TUNABLES"); t && std::strstr(t, "glibc.malloc."))
     return {false, "GLIBC_TUNABLES sets glibc.malloc: the user's settings apply"};

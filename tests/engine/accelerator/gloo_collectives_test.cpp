@@ -42,7 +42,7 @@ void on_two_gloo_ranks(const std::function<void(engine::Collectives&)>& body,
       2, o);
 }
 
-using engine::test::write_file;
+using engine::test::write_text;
 }  // namespace
 
 TEST_CASE("gloo all_reduce_sum: exact sums of rank-dependent tensors, several dtypes") {
@@ -137,7 +137,7 @@ TEST_CASE("gloo: a shape mismatch is an error on every rank naming every shape, 
     std::vector<torch::Tensor> ok{torch::ones({2})};
     c.all_reduce_sum(ok);  // no hang, no poisoned group after a checked mismatch
     expect(torch::equal(ok[0], torch::full({2}, 2.0f)), "group unusable after mismatch");
-    write_file(dir + "/rank" + std::to_string(r), msg);
+    write_text(dir + "/rank" + std::to_string(r), msg);
   }));
   for (int r = 0; r < 2; ++r) {
     std::string msg = read_text(dir + "/rank" + std::to_string(r));

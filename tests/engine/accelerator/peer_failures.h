@@ -33,8 +33,6 @@ inline void expect(bool ok, const std::string& what) {
   if (!ok) throw std::runtime_error(what);
 }
 
-inline void write_file(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
-
 inline Survivor read_survivor(const std::string& path) {
   std::istringstream in(read_text(path));
   Survivor s;
@@ -57,7 +55,7 @@ inline Survivor killed_peer(const TwoRanks& on_two_ranks, const std::string& tag
           c.all_reduce_sum(ts);  // the group works
           if (c.rank() == 1) {
             std::this_thread::sleep_for(std::chrono::milliseconds(200));  // rank 0 waits in the next call
-            write_file(dir + "/killed_at", std::to_string(Clock::now().time_since_epoch().count()));
+            write_text(dir + "/killed_at", std::to_string(Clock::now().time_since_epoch().count()));
             raise(SIGKILL);
           }
           signal(SIGTERM, SIG_IGN);  // outlive launch()'s fail-fast SIGTERM long enough to report
@@ -74,7 +72,7 @@ inline Survivor killed_peer(const TwoRanks& on_two_ranks, const std::string& tag
           } catch (const std::exception& e) {
             again = e.what();
           }
-          write_file(dir + "/survivor", std::to_string(caught) + "\n" + what + "\n" + again);
+          write_text(dir + "/survivor", std::to_string(caught) + "\n" + what + "\n" + again);
           throw std::runtime_error(what);
         },
         std::chrono::seconds(10));
@@ -106,7 +104,7 @@ inline Survivor hung_peer(const TwoRanks& on_two_ranks, const std::string& tag) 
         } catch (const RunError& e) {
           what = e.what();
         }
-        write_file(dir + "/rank0", std::to_string(std::chrono::duration<double>(Clock::now() - t0).count()) + "\n" + what);
+        write_text(dir + "/rank0", std::to_string(std::chrono::duration<double>(Clock::now() - t0).count()) + "\n" + what);
       },
       std::chrono::seconds(1));
   return read_survivor(dir + "/rank0");

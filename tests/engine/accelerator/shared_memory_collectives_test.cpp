@@ -31,7 +31,7 @@ using Clock = std::chrono::steady_clock;
 
 using engine::test::expect;
 
-using engine::test::write_file;
+using engine::test::write_text;
 
 // Runs `body` on 2 ranks whose collectives are Gloo wrapped by the shared-memory all-reduce; the
 // body fails when the wrapper did not apply (it would silently test Gloo alone).
@@ -166,7 +166,7 @@ TEST_CASE("shared-memory all_reduce_sum: a shape mismatch is Gloo's error naming
     std::vector<torch::Tensor> ok{torch::ones({2})};
     c.all_reduce_sum(ok);
     expect(torch::equal(ok[0], torch::full({2}, 2.0f)), "unusable after a mismatch");
-    write_file(dir + "/rank" + std::to_string(r), msg);
+    write_text(dir + "/rank" + std::to_string(r), msg);
   }));
   for (int r = 0; r < 2; ++r) {
     std::string msg = read_text(dir + "/rank" + std::to_string(r));
