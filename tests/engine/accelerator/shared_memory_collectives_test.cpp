@@ -95,8 +95,9 @@ TEST_CASE("shared-memory all_reduce_sum: exact sums over several segments, any l
 
 // The DDP gradient buffer: one whole storage of >= 1 MiB, reduced step after step. From its second
 // call on it lives in shared memory and is reduced in place; views of it (each parameter's .grad)
-// follow the move; results are the bits the copying path and torch's own ops give.
-void check_arena(engine::Collectives& c) {
+// follow the move; results are the bits the copying path and torch's own ops give. `moves` false:
+// ENGINE_SHM_ARENA=0, the buffer stays where it is and goes through the copying path, as exact.
+void check_arena(engine::Collectives& c, bool moves) {
   const int r = c.rank(), w = c.size();
   const int64_t n = 600000;  // 2.4 MB
   auto make = [&](int rank, int step) {  // exact in float: halves, small integers
@@ -109,6 +110,7 @@ void check_arena(engine::Collectives& c) {
   };
   torch::Tensor grads = torch::empty({n});
   torch::Tensor view = grads.narrow(0, 1000, 500);  // taken before the move, as a parameter's .grad
+  void* const first = grads.data_ptr();
   void* moved = nullptr;
   for (int step = 0; step < 5; ++step) {
     grads.copy_(make(r, step));
@@ -119,6 +121,7 @@ void check_arena(engine::Collectives& c) {
     expect(torch::equal(grads, expected(step, mean)), "step " + std::to_string(step) + ": wrong values");
     expect(torch::equal(view, expected(step, mean).narrow(0, 1000, 500)), "a view did not follow the buffer");
     expect(static_cast<float*>(view.data_ptr()) == static_cast<float*>(grads.data_ptr()) + 1000, "view moved apart");
+    if (!moves) expect(grads.data_ptr() == first, "ENGINE_SHM_ARENA=0, yet the buffer moved at step " + std::to_string(step));
     if (step == 1) moved = grads.data_ptr();
     if (step > 1) expect(grads.data_ptr() == moved, "the buffer moved again at step " + std::to_string(step));
     std::vector<torch::Tensor> loss{torch::tensor({1.0, 2.0}, torch::kDouble)};  // the step's small reduce
@@ -134,7 +137,8 @@ void check_arena(engine::Collectives& c) {
     const auto at = reinterpret_cast<uintptr_t>(moved);
     if (at >= lo && at < hi) in_shm = line.find("/dev/shm/engine-") != std::string::npos;
   }
-  expect(in_shm, "the gradient buffer is not in /dev/shm after its second call");
+  if (moves) expect(in_shm, "the gradient buffer is not in /dev/shm after its second call");
+  else expect(!in_shm, "ENGINE_SHM_ARENA=0, yet the gradient buffer is in /dev/shm");
   // A new buffer after the old one is freed (an optimizer that rebuilt its arena): moved again, exact.
   grads = torch::Tensor();
   view = torch::Tensor();
@@ -148,8 +152,15 @@ void check_arena(engine::Collectives& c) {
 }
 
 TEST_CASE("shared-memory all-reduce of the gradient buffer: moved into shared memory, reduced in place, exact") {
-  CHECK_NOTHROW(on_two_shm_ranks(check_arena));
-  CHECK_NOTHROW(on_shm_ranks(3, check_arena));
+  auto moving = [](engine::Collectives& c) { check_arena(c, true); };
+  CHECK_NOTHROW(on_two_shm_ranks(moving));
+  CHECK_NOTHROW(on_shm_ranks(3, moving));
+}
+
+TEST_CASE("shared-memory all-reduce with ENGINE_SHM_ARENA=0: the gradient buffer stays put and is reduced exactly") {
+  setenv("ENGINE_SHM_ARENA", "0", 1);  // read by the forked workers' collectives
+  CHECK_NOTHROW(on_two_shm_ranks([](engine::Collectives& c) { check_arena(c, false); }));
+  unsetenv("ENGINE_SHM_ARENA");
 }
 
 TEST_CASE("shared-memory all_reduce_sum: a shape mismatch is Gloo's error naming every shape, then it still works") {
