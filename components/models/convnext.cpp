@@ -3,12 +3,14 @@
 #include <torch/torch.h>
 
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "components/models/all.h"
 #include "components/models/backbone_family.h"
 #include "components/models/cpu_kernels.h"
 #include "components/models/layers.h"
+#include "components/models/simd.h"
 #include "engine/core/cpu_threads.h"
 #include "engine/core/env.h"
 
@@ -24,6 +26,25 @@ namespace {
 // MLPs at 40x40, batch 64, fwd+bwd 80 ms as oneDNN 1x1 convs, 50 ms as OpenBLAS GEMMs; the
 // small maps of the last stages (64-256 rows) are where oneDNN is 4-6x slower.
 // ENGINE_MLP_GEMM=0 keeps the convolutions (to measure one against the other).
+// Under CPU autocast (bf16), only the MLP's two matrix products run in bf16: they are ~85% of a
+// ConvNeXt's FLOPs (convnext_atto at 40x40) and the one place bf16 pays, where the CPU has bf16
+// dot products (AVX512-BF16: oneDNN's bf16 GEMMs ran 2x OpenBLAS's float32 ones on a Zen 4 core,
+// bench/RESULTS.md). The depthwise convolution, the LayerNorms and the stem and downsample
+// convolutions stay in float32 in the engine's kernels, a region with autocast off: in bf16 they
+// gain no speed (bandwidth-bound or small) and LibTorch 1.13's bf16 versions of them are slow
+// (the depthwise weight gradient, layer_norm on short rows). The residual stream stays float32;
+// the GELU between the two GEMMs runs on their bf16 output (cpu_kernels.h). CUDA autocast is not
+// touched. ENGINE_AUTOCAST_MLP_ONLY=0 lets autocast cast every op it lists (to compare).
+class Float32Region {
+ public:
+  explicit Float32Region(const torch::Tensor& x) {
+    if (x.device().is_cpu() && simd::autocast_cpu() && !switched_off("ENGINE_AUTOCAST_MLP_ONLY")) guard_.emplace();
+  }
+
+ private:
+  std::optional<simd::AutocastOffCpu> guard_;
+};
+
 bool mlp_as_gemm(const torch::Tensor& x) {
   return !switched_off("ENGINE_MLP_GEMM") && x.device().is_cpu() && optimized_blas();  // per call: a test switches it
 }
@@ -73,10 +94,13 @@ class BlockImpl : public nn::Module {
     mlp_ = register_module("mlp", Mlp(dim, conv_mlp));
   }
   torch::Tensor forward(const torch::Tensor& x) {
-    // conv_dw's weights, through a faster kernel for the same convolution (cpu_kernels.h).
-    torch::Tensor y =
-        mlp_->forward(norm_->forward(depthwise_conv2d_same(x, conv_dw_->weight, conv_dw_->bias)));
-    y = y * gamma.view({1, -1, 1, 1});
+    torch::Tensor t;
+    {
+      Float32Region fp32(x);
+      // conv_dw's weights, through a faster kernel for the same convolution (cpu_kernels.h).
+      t = norm_->forward(depthwise_conv2d_same(x, conv_dw_->weight, conv_dw_->bias));
+    }
+    torch::Tensor y = mlp_->forward(t) * gamma.view({1, -1, 1, 1});  // a bf16 MLP output: float32 again
     return drop_path(y, drop_path_, is_training()) + x;
   }
   torch::Tensor gamma;
@@ -110,8 +134,10 @@ class StageImpl : public nn::Module {
     for (double dp : drop_paths) blocks_->push_back(Block(out, conv_mlp, dp));
   }
   torch::Tensor forward(torch::Tensor x) {
-    if (downsample_)  // downsample_->forward(x), the convolution through patchify()
+    if (downsample_) {  // downsample_->forward(x), the convolution through patchify()
+      Float32Region fp32(x);
       x = patchify(*downsample_->ptr<nn::Conv2dImpl>(1), downsample_->ptr<LayerNorm2dImpl>(0)->forward(x));
+    }
     return blocks_->forward(x);
   }
 
@@ -214,8 +240,10 @@ std::vector<ModelStage> ConvNeXt::stages() const {
 torch::Tensor ConvNeXt::forward_features(torch::Tensor x) {
   check_input(x);
   if (options_.channels_last) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
-  // stem->forward(x), the convolution through patchify()
-  x = parts_->stem->ptr<LayerNorm2dImpl>(1)->forward(patchify(*parts_->stem->ptr<nn::Conv2dImpl>(0), x));
+  {  // stem->forward(x), the convolution through patchify()
+    Float32Region fp32(x);
+    x = parts_->stem->ptr<LayerNorm2dImpl>(1)->forward(patchify(*parts_->stem->ptr<nn::Conv2dImpl>(0), x));
+  }
   for (auto& s : parts_->stages) x = s->forward(x);
   return parts_->head->pre_logits(x);
 }

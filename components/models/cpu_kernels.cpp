@@ -223,8 +223,8 @@ ENGINE_INLINE void map_span(const float* x, const float* dy, float* out, int64_t
     std::memcpy(out + i, ob, (n - i) * sizeof(float));
   }
 }
-template <int W>
-ENGINE_INLINE void gelu_span(const float* x, const float*, float* y, int64_t n) {
+template <int W, class T>
+ENGINE_INLINE void gelu_span(const T* x, const T*, T* y, int64_t n) {
   map_span<W>(
       x, nullptr, y, n, [](typename Vec<W>::f v, typename Vec<W>::f) __attribute__((always_inline)) {
         typename Vec<W>::f cdf, pdf;
@@ -232,8 +232,8 @@ ENGINE_INLINE void gelu_span(const float* x, const float*, float* y, int64_t n) 
         return v * cdf;
       });
 }
-template <int W>
-ENGINE_INLINE void gelu_grad_span(const float* x, const float* dy, float* out, int64_t n) {
+template <int W, class T>
+ENGINE_INLINE void gelu_grad_span(const T* x, const T* dy, T* out, int64_t n) {
   map_span<W>(
       x, dy, out, n, [](typename Vec<W>::f v, typename Vec<W>::f d) __attribute__((always_inline)) {
         typename Vec<W>::f cdf, pdf;
@@ -242,35 +242,104 @@ ENGINE_INLINE void gelu_grad_span(const float* x, const float* dy, float* out, i
       });
 }
 
-using SpanKernel = void (*)(const float*, const float*, float*, int64_t);
-void gelu_grad_generic(const float* x, const float* dy, float* out, int64_t n) {
+// bf16 tensors (the MLP's hidden activations under bf16 autocast: convnext.cpp) go through the
+// same float lanes: widening is exact (a bf16 is the top half of a float), narrowing rounds to
+// nearest even as c10::BFloat16 does, NaN stays NaN. So the result is the float GELU rounded once.
+template <int W>
+struct Bf16 {
+  typedef uint16_t h __attribute__((vector_size(W * 2)));
+  typedef uint32_t u __attribute__((vector_size(W * 4)));
+};
+template <int W>
+ENGINE_INLINE typename Vec<W>::f widen(const uint16_t* p) {
+  typename Bf16<W>::h h;
+  std::memcpy(&h, p, sizeof h);
+  const typename Bf16<W>::u u = __builtin_convertvector(h, typename Bf16<W>::u) << 16;
+  typename Vec<W>::f f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+template <int W>
+ENGINE_INLINE void narrow(uint16_t* p, typename Vec<W>::f f) {
+  using U = typename Bf16<W>::u;
+  U u;
+  std::memcpy(&u, &f, sizeof u);
+  U r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  r = (u & 0x7FFFFFFFu) > 0x7F800000u ? U{} + 0x7FC0u : r;
+  const typename Bf16<W>::h h = __builtin_convertvector(r, typename Bf16<W>::h);
+  std::memcpy(p, &h, sizeof h);
+}
+template <int W, class Op>
+ENGINE_INLINE void map_span(const uint16_t* x, const uint16_t* dy, uint16_t* out, int64_t n, Op op) {
+  using F = typename Vec<W>::f;
+  int64_t i = 0;
+  for (; i + W <= n; i += W) narrow<W>(out + i, op(widen<W>(x + i), dy ? widen<W>(dy + i) : F{}));
+  if (i < n) {
+    uint16_t xb[W] = {}, db[W] = {}, ob[W];
+    std::memcpy(xb, x + i, (n - i) * sizeof(uint16_t));
+    if (dy) std::memcpy(db, dy + i, (n - i) * sizeof(uint16_t));
+    narrow<W>(ob, op(widen<W>(xb), widen<W>(db)));
+    std::memcpy(out + i, ob, (n - i) * sizeof(uint16_t));
+  }
+}
+
+template <class T>
+using SpanKernel = void (*)(const T*, const T*, T*, int64_t);
+template <class T>
+void gelu_generic(const T* x, const T* dy, T* y, int64_t n) {
+  gelu_span<8>(x, dy, y, n);
+}
+template <class T>
+void gelu_grad_generic(const T* x, const T* dy, T* out, int64_t n) {
   gelu_grad_span<8>(x, dy, out, n);
 }
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2,fma"))) void gelu_grad_avx2(const float* x, const float* dy, float* out,
-                                                        int64_t n) {
+template <class T>
+__attribute__((target("avx2,fma"))) void gelu_avx2(const T* x, const T* dy, T* y, int64_t n) {
+  gelu_span<8>(x, dy, y, n);
+}
+template <class T>
+__attribute__((target("avx2,fma"))) void gelu_grad_avx2(const T* x, const T* dy, T* out, int64_t n) {
   gelu_grad_span<8>(x, dy, out, n);
 }
-__attribute__((target("avx512f"))) void gelu_grad_avx512(const float* x, const float* dy, float* out,
-                                                         int64_t n) {
+// avx512bw: the 16 x 16-bit moves of the bf16 variant (every AVX-512 CPU that runs these has it).
+template <class T>
+__attribute__((target("avx512f,avx512bw"))) void gelu_grad_avx512(const T* x, const T* dy, T* out, int64_t n) {
   gelu_grad_span<16>(x, dy, out, n);
 }
-__attribute__((target("avx512f"))) void gelu_avx512(const float* x, const float* dy, float* y, int64_t n) {
+template <class T>
+__attribute__((target("avx512f,avx512bw"))) void gelu_avx512(const T* x, const T* dy, T* y, int64_t n) {
   gelu_span<16>(x, dy, y, n);
 }
-bool has_avx512() { return __builtin_cpu_supports("avx512f"); }
+bool has_avx512() { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"); }
 #endif
 
 // Runs kernel over the memory of dense tensors a, b (same strides, b may be undefined) into a new
 // tensor of a's layout.
-torch::Tensor map_dense(SpanKernel kernel, const torch::Tensor& a, const torch::Tensor& b) {
+template <class T>
+torch::Tensor map_dense(SpanKernel<T> kernel, const torch::Tensor& a, const torch::Tensor& b) {
   torch::Tensor out = torch::empty_like(a, torch::MemoryFormat::Preserve);
-  const float* ad = a.data_ptr<float>();
-  const float* bd = b.defined() ? b.data_ptr<float>() : nullptr;
-  float* od = out.data_ptr<float>();
+  const T* ad = static_cast<const T*>(a.data_ptr());
+  const T* bd = b.defined() ? static_cast<const T*>(b.data_ptr()) : nullptr;
+  T* od = static_cast<T*>(out.data_ptr());
   at::parallel_for(0, a.numel(), 1 << 14,
                    [&](int64_t s, int64_t e) { kernel(ad + s, bd ? bd + s : nullptr, od + s, e - s); });
   return out;
+}
+
+// The GELU (grad = false) or its derivative times dy (grad = true) for float32 or bf16 (as uint16_t)
+// memory: the widest variant this CPU runs.
+template <class T>
+SpanKernel<T> gelu_kernel(bool grad) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (has_avx512()) return grad ? &gelu_grad_avx512<T> : &gelu_avx512<T>;
+  if (has_avx2()) return grad ? &gelu_grad_avx2<T> : &gelu_avx2<T>;
+#endif
+  return grad ? &gelu_grad_generic<T> : &gelu_generic<T>;
+}
+torch::Tensor map_gelu(bool grad, const torch::Tensor& x, const torch::Tensor& dy) {
+  if (x.scalar_type() == torch::kBFloat16) return map_dense(gelu_kernel<uint16_t>(grad), x, dy);
+  return map_dense(gelu_kernel<float>(grad), x, dy);
 }
 
 // x's memory as one dense buffer: x itself when it is (any dense layout), else a contiguous copy.
@@ -283,10 +352,12 @@ torch::Tensor gelu_dense(const torch::Tensor& x) {
 }
 
 // The forward: on AVX-512 our kernel (1M elements: 0.60 ms vs 0.73 for torch::gelu), else
-// torch::gelu on a dense view (1.13's kernel is ~7x slower on channels-last NCHW strides).
+// torch::gelu on a dense view (1.13's kernel is ~7x slower on channels-last NCHW strides). bf16:
+// always ours (float lanes, one rounding).
 torch::Tensor gelu_forward(const torch::Tensor& x) {
+  if (x.scalar_type() == torch::kBFloat16) return map_gelu(false, dense(x), {});
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (has_avx512()) return map_dense(&gelu_avx512, dense(x), {});
+  if (has_avx512()) return map_gelu(false, dense(x), {});
 #endif
   return gelu_dense(x);
 }
@@ -303,14 +374,7 @@ struct GeluExact : public torch::autograd::Function<GeluExact> {
     torch::Tensor dy = grads[0];
     if (dy.strides() != x.strides() || !dy.is_non_overlapping_and_dense())
       dy = torch::empty_like(x, torch::MemoryFormat::Preserve).copy_(dy);
-    SpanKernel kernel = &gelu_grad_generic;
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (has_avx512())
-      kernel = &gelu_grad_avx512;
-    else if (has_avx2())
-      kernel = &gelu_grad_avx2;
-#endif
-    return {map_dense(kernel, x, dy)};
+    return {map_gelu(true, x, dy)};
   }
 };
 
@@ -416,7 +480,9 @@ torch::Tensor depthwise_conv2d_same(const torch::Tensor& x, const torch::Tensor&
 
 torch::Tensor gelu_exact(const torch::Tensor& x) {
   RECORD_FUNCTION("engine::gelu_exact", std::vector<c10::IValue>({x}));
-  if (!fast_path(x)) return gelu_dense(x);
+  // GELU is on none of autocast's lists: it runs in its input's dtype, float32 or bf16 alike.
+  const bool own = x.device().is_cpu() && (x.scalar_type() == torch::kFloat || x.scalar_type() == torch::kBFloat16);
+  if (!own) return gelu_dense(x);
   if (torch::GradMode::is_enabled() && x.requires_grad()) return GeluExact::apply(x);
   return gelu_forward(x);
 }

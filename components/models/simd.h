@@ -4,6 +4,7 @@
 // AVX2 check, and the condition under which a kernel replaces a torch op. Internal to
 // components/models.
 #include <ATen/autocast_mode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/types.h>
 #include <torch/version.h>
 
@@ -40,6 +41,19 @@ inline bool autocast_cpu() {
   return at::autocast::is_cpu_enabled();
 #endif
 }
+
+/// CPU autocast off for the guard's lifetime (on 1.13 and 2.x both, "autocast on" is the AutocastCPU
+/// dispatch key not being excluded): ops inside run in their inputs' dtype, and cpu_float() holds
+/// for float32 tensors again. Nested autocast regions and the cast cache are left as they are.
+class AutocastOffCpu {
+ public:
+  AutocastOffCpu() = default;
+  AutocastOffCpu(const AutocastOffCpu&) = delete;
+  AutocastOffCpu& operator=(const AutocastOffCpu&) = delete;
+
+ private:
+  c10::impl::ExcludeDispatchKeyGuard guard_{c10::DispatchKey::AutocastCPU};
+};
 
 /// A CPU float32 tensor outside autocast: where the engine's kernels run.
 inline bool cpu_float(const torch::Tensor& x) {

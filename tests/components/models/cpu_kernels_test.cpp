@@ -114,6 +114,38 @@ TEST_CASE("gelu_exact on GEMM rows, strided and sliced inputs, and without gradi
   CHECK(torch::equal(gelu_exact(xd), torch::gelu(xd)));
 }
 
+TEST_CASE("gelu_exact on bf16: the float GELU and its gradient rounded once to bf16, tails and NaN included") {
+  torch::manual_seed(3);
+  // 4,097 elements (a tail in every vector width) spanning the range, with the special values.
+  auto xf = torch::randn({4097}) * 4;
+  xf.slice(0, 0, 8).copy_(torch::tensor({0.f, -0.f, 30.f, -30.f, 1e-4f, -9.f, NAN, INFINITY}));
+  auto x16 = xf.to(torch::kBFloat16);
+  auto up16 = torch::randn({4097}).to(torch::kBFloat16);
+  auto x = x16.detach().requires_grad_();
+  auto y = gelu_exact(x);
+  CHECK((y.scalar_type() == torch::kBFloat16));
+  // Forward: within one bf16 step of torch's float GELU rounded to bf16 (our float kernel and torch's
+  // differ by float rounding, which can move a value across a bf16 rounding boundary).
+  auto want = torch::gelu(x16.to(torch::kFloat)).to(torch::kBFloat16);
+  auto finite = want.isfinite();
+  CHECK(torch::equal(y.detach().isnan(), want.isnan()));
+  auto step = want.to(torch::kDouble).abs() * (1.0 / 128) + 1e-6;  // one bf16 step, 1e-6 near zero
+  CHECK(((y.detach().to(torch::kDouble) - want.to(torch::kDouble)).abs() <= step).masked_select(finite).all().item<bool>());
+  CHECK((y[7].item<float>() == INFINITY));  // gelu(inf) = inf
+  // Backward: exactly the float kernel's gradient (on the widened values) rounded once.
+  auto xr = x16.to(torch::kFloat).detach().requires_grad_();
+  auto yr = gelu_exact(xr);
+  y.backward(up16);
+  yr.backward(up16.to(torch::kFloat));
+  CHECK((x.grad().scalar_type() == torch::kBFloat16));
+  auto gwant = xr.grad().to(torch::kBFloat16);
+  auto gfinite = ~gwant.isnan();
+  CHECK(torch::equal(x.grad().masked_select(gfinite), gwant.masked_select(gfinite)));
+  CHECK(torch::equal(x.grad().isnan(), gwant.isnan()));
+  torch::NoGradGuard g;  // inference: the same forward kernel
+  CHECK(torch::equal(gelu_exact(x16).masked_select(finite), y.detach().masked_select(finite)));
+}
+
 namespace {
 
 // Output and gradients (input, weight, bias: undefined where not required) of a stride-k
