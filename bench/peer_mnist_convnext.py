@@ -113,6 +113,8 @@ class LayerNorm2d(nn.LayerNorm):
 
     def forward(self, x):
         x = x.permute(0, 2, 3, 1)
+        if x.dtype != self.weight.dtype:  # bf16 autocast: 1.13's CPU layer_norm wants one dtype; fp32 statistics
+            return F.layer_norm(x.float(), self.normalized_shape, self.weight, self.bias, self.eps).to(x.dtype).permute(0, 3, 1, 2)
         x = F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
         return x.permute(0, 3, 1, 2)
 
@@ -218,6 +220,13 @@ def one_cycle(step, total, lr_max, pct=0.25, div=25.0, div_final=1e5, moms=(0.95
 
 # ---------------------------------------------------------------------------------------------
 
+MIXED_BF16 = False  # set from --mixed-precision in main()
+
+
+def autocast():
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=MIXED_BF16)
+
+
 def evaluate(model, loader, channels_last):
     model.eval()
     correct, count, loss_sum, preds = 0, 0, 0.0, []
@@ -225,7 +234,8 @@ def evaluate(model, loader, channels_last):
         for x, y in loader:
             if channels_last:
                 x = x.contiguous(memory_format=torch.channels_last)
-            logits = model(x)
+            with autocast():
+                logits = model(x).float()
             p = logits.argmax(1)
             preds.append(p)
             if y[0] >= 0:
@@ -254,8 +264,12 @@ def main():
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--no-channels-last", action="store_true", help="NCHW-contiguous weights and inputs")
+    ap.add_argument("--mixed-precision", choices=["no", "bf16"], default="no",
+                    help="bf16: forward passes under torch.autocast('cpu', bfloat16), as Accelerate does")
     ap.add_argument("--output-dir", default="build/bench-runs/peer")
     args = ap.parse_args()
+    global MIXED_BF16
+    MIXED_BF16 = args.mixed_precision == "bf16"
     global IMAGE_SIZE
     IMAGE_SIZE = args.image_size  # DataLoader workers fork after this, so they see it too
 
@@ -311,7 +325,9 @@ def main():
                 grp["lr"], grp["betas"] = lr, (mom, grp["betas"][1])
             if channels_last:
                 x = x.contiguous(memory_format=torch.channels_last)
-            loss = F.cross_entropy(model(x), y, label_smoothing=0.1)
+            with autocast():  # Accelerate's mixed_precision="bf16": the forward under autocast
+                logits = model(x)
+            loss = F.cross_entropy(logits.float(), y, label_smoothing=0.1)
             opt.zero_grad(set_to_none=False)  # the engine zeroes in place
             loss.backward()
             opt.step()
@@ -335,7 +351,7 @@ def main():
 
     model.load_state_dict(torch.load(best_path))  # as the engine: keep the best epoch's weights
     final_acc, _, _ = evaluate(model, valid_loader, channels_last)
-    result = {"peer": "pytorch-eager", "torch": torch.__version__, "threads": threads, "params": n_params,
+    result = {"peer": "pytorch-eager", "torch": torch.__version__, "threads": threads, "mixed_precision": args.mixed_precision, "params": n_params,
               "train": len(train_idx), "valid": len(valid_idx), "batch_size": args.batch_size,
               "epochs": args.epochs, "channels_last": channels_last, "workers": args.workers,
               "images_per_s": epochs[-1]["images_per_s"], "images_per_s_per_epoch": [e["images_per_s"] for e in epochs],

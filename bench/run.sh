@@ -8,6 +8,8 @@
 #   PROCESSES=1 (the engine's accelerator.processes: 1 = one process, as the peer; 0 = the shipped
 #   recipe's automatic layout, one process per core splitting BATCH)
 #   REPEAT=1 (>1: alternate the two sides REPEAT times and report medians)
+#   PRECISION=no (bf16: both sides in bf16 mixed precision: the engine's accelerator.mixed_precision,
+#   the peer's forward passes under torch.autocast, as Accelerate's mixed_precision="bf16")
 #   TAG= (appended to the report name: bench/results/<date>-mnist_convnext[-ddp][-TAG].md)
 #   ENGINE=build/engine PY=/usr/bin/python3 (Debian's python3-torch, python3-opencv, python3-numpy)
 # See bench/README.md for how to read the numbers.
@@ -21,6 +23,8 @@ MAX_TRAIN=${MAX_TRAIN:-3200}
 MAX_VALID=${MAX_VALID:-0}
 BATCH=${BATCH:-64}
 THREADS=${THREADS:-0}
+PRECISION=${PRECISION:-no}
+export PRECISION
 PROCESSES=${PROCESSES:-1}
 export PROCESSES
 REPEAT=${REPEAT:-1}
@@ -49,12 +53,13 @@ fi
 SIZE=${SIZE:-40}  # must match the recipe's resize; passed to both sides
 SETS=(--set "data.train_transforms[1].size=[$SIZE,$SIZE]" --set "data.eval_transforms[0].size=[$SIZE,$SIZE]"
       --set "train.epochs=$EPOCHS" --set "data.split.max_train=$MAX_TRAIN" --set "data.split.max_valid=$MAX_VALID"
-      --set "data.batch_size=$BATCH" --set "accelerator.threads=$THREADS" --set "accelerator.processes=$PROCESSES")
+      --set "data.batch_size=$BATCH" --set "accelerator.threads=$THREADS" --set "accelerator.processes=$PROCESSES"
+      --set "accelerator.mixed_precision=$PRECISION")
 ENGINE_CMD=("$ENGINE" run "$RECIPE" "${SETS[@]}" --set "run.output_dir=$RUNS/engine")
 if [ "$MODE" = peer ]; then
   OTHER=peer
   OTHER_CMD=("$PY" bench/peer_mnist_convnext.py --epochs "$EPOCHS" --max-train "$MAX_TRAIN" --max-valid "$MAX_VALID"
-             --batch-size "$BATCH" --threads "$THREADS" --image-size "$SIZE" --output-dir "$RUNS/peer")
+             --batch-size "$BATCH" --threads "$THREADS" --image-size "$SIZE" --mixed-precision "$PRECISION" --output-dir "$RUNS/peer")
 else
   OTHER=engine-ddp
   OTHER_CMD=("$ENGINE" launch -n 2 "$RECIPE" "${SETS[@]}" --set "run.output_dir=$RUNS/engine-ddp")
@@ -162,7 +167,8 @@ md = [f"# mnist_convnext: {'engine launch -n 2 vs engine run' if ddp else 'engin
       f"Settings: {epochs} epochs, max_train {max_train}, max_valid {max_valid or 'all'}, batch {batch}"
       f"{' per process' if ddp else ''}, threads {threads} (0 = all cores{' divided among ranks' if ddp else ''}), "
       f"engine accelerator.processes {os.environ.get('PROCESSES', '1')} (0 = automatic layout, splitting the batch), "
-      f"repeat {repeat}{' (medians)' if int(repeat) > 1 else ''}. Run one after the other, engine first.",
+      f"repeat {repeat}{' (medians)' if int(repeat) > 1 else ''}, mixed precision {os.environ.get('PRECISION', 'no')}. "
+      "Run one after the other, engine first.",
       "OpenMP/BLAS environment: " + (", ".join(f"{k}={os.environ[k]}" for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT",
           "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "ENGINE_THREADS") if k in os.environ) or "defaults (none set)") + ".",
       f"Machine: {os.cpu_count()} cores ({cpu}), {platform.platform()}; LibTorch (Debian libtorch1.13) {torch_v}, "
@@ -172,7 +178,7 @@ md = [f"# mnist_convnext: {'engine launch -n 2 vs engine run' if ddp else 'engin
       if not ddp else "img/s ratio > 1 means 2 processes train faster than one; global batch is 2 x per-process batch.",
       "", "Commands (from the repository root):", "", "```", " ".join(f"{k}={os.environ[k]}" for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_NUM_THREADS",
           "OPENBLAS_NUM_THREADS", "ENGINE_THREADS", "TAG") if os.environ.get(k)) +
-      f" EPOCHS={epochs} MAX_TRAIN={max_train} MAX_VALID={max_valid} BATCH={batch} THREADS={threads} PROCESSES={os.environ.get('PROCESSES', '1')} REPEAT={repeat} bench/run.sh{' ddp' if ddp else ''}", "# which ran:",
+      f" EPOCHS={epochs} MAX_TRAIN={max_train} MAX_VALID={max_valid} BATCH={batch} THREADS={threads} PROCESSES={os.environ.get('PROCESSES', '1')} PRECISION={os.environ.get('PRECISION', 'no')} REPEAT={repeat} bench/run.sh{' ddp' if ddp else ''}", "# which ran:",
       ecmd, ocmd, "```", "", "Per-run numbers:", "", "```"]
 md += [f"engine    {json.dumps(r)}" for r in e_rows] + [f"{other:9} {json.dumps(r)}" for r in o_rows] + ["```", ""]
 open(report, "w").write("\n".join(md))
