@@ -113,10 +113,10 @@ class LayerNorm2d(nn.LayerNorm):
 
     def forward(self, x):
         x = x.permute(0, 2, 3, 1)
-        if x.dtype != self.weight.dtype:  # bf16 autocast: 1.13's CPU layer_norm wants one dtype; fp32 statistics
-            return F.layer_norm(x.float(), self.normalized_shape, self.weight, self.bias, self.eps).to(x.dtype).permute(0, 3, 1, 2)
-        x = F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
-        return x.permute(0, 3, 1, 2)
+        # bf16 autocast: 1.13's CPU layer_norm wants one dtype: statistics in fp32, result in x's dtype
+        # (both casts are no-ops in fp32).
+        y = F.layer_norm(x.to(self.weight.dtype), self.normalized_shape, self.weight, self.bias, self.eps)
+        return y.to(x.dtype).permute(0, 3, 1, 2)
 
 
 def drop_path(x, p, training):

@@ -161,17 +161,6 @@ struct Vec {
   typedef float f __attribute__((vector_size(W * 4)));
   typedef int32_t i __attribute__((vector_size(W * 4)));
 };
-template <class V>
-ENGINE_INLINE V loadv(const float* p) {
-  V v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-template <class V>
-ENGINE_INLINE void storev(float* p, V v) {
-  std::memcpy(p, &v, sizeof v);
-}
-
 template <int W>
 ENGINE_INLINE typename Vec<W>::f exp_nonpositive(typename Vec<W>::f a) {  // Cephes expf, a in [-87, 0]
   using F = typename Vec<W>::f;
@@ -209,24 +198,65 @@ ENGINE_INLINE void normal_cdf_pdf(typename Vec<W>::f x, typename Vec<W>::f& cdf,
   pdf = e * 0.3989422804f;
 }
 
-// out[i] = f(x[i], dy[i]) for W lanes at a time; the tail goes through zero-padded lane buffers.
-template <int W, class Op>
-ENGINE_INLINE void map_span(const float* x, const float* dy, float* out, int64_t n, Op op) {
+// W float lanes from and to the memory of a float32 tensor...
+template <int W>
+ENGINE_INLINE typename Vec<W>::f load_lanes(const float* p) {
+  typename Vec<W>::f f;
+  std::memcpy(&f, p, sizeof f);
+  return f;
+}
+template <int W>
+ENGINE_INLINE void store_lanes(float* p, typename Vec<W>::f f) {
+  std::memcpy(p, &f, sizeof f);
+}
+// ...or of a bf16 one (the MLP's hidden activations under bf16 autocast: convnext.cpp), through the
+// same float lanes: widening is exact (a bf16 is the top half of a float), narrowing rounds to
+// nearest even as c10::BFloat16 does, NaN stays NaN. So the result is the float GELU rounded once.
+template <int W>
+struct Bf16 {
+  typedef uint16_t h __attribute__((vector_size(W * 2)));
+  typedef uint32_t u __attribute__((vector_size(W * 4)));
+};
+template <int W>
+ENGINE_INLINE typename Vec<W>::f load_lanes(const uint16_t* p) {  // bf16 -> float, exact
+  typename Bf16<W>::h h;
+  std::memcpy(&h, p, sizeof h);
+  const typename Bf16<W>::u u = __builtin_convertvector(h, typename Bf16<W>::u) << 16;
+  typename Vec<W>::f f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+template <int W>
+ENGINE_INLINE void store_lanes(uint16_t* p, typename Vec<W>::f f) {  // float -> bf16, nearest even
+  using U = typename Bf16<W>::u;
+  U u;
+  std::memcpy(&u, &f, sizeof u);
+  U r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  r = (u & 0x7FFFFFFFu) > 0x7F800000u ? U{} + 0x7FC0u : r;
+  const typename Bf16<W>::h h = __builtin_convertvector(r, typename Bf16<W>::h);
+  std::memcpy(p, &h, sizeof h);
+}
+
+// out[i] = f(x[i], dy[i]) for W lanes at a time (T: float, or bf16 as uint16_t); the tail goes
+// through zero-padded lane buffers.
+template <int W, class T, class Op>
+ENGINE_INLINE void map_span(const T* x, const T* dy, T* out, int64_t n, Op op) {
   using F = typename Vec<W>::f;
   int64_t i = 0;
-  for (; i + W <= n; i += W) storev(out + i, op(loadv<F>(x + i), dy ? loadv<F>(dy + i) : F{}));
+  for (; i + W <= n; i += W) store_lanes<W>(out + i, op(load_lanes<W>(x + i), dy ? load_lanes<W>(dy + i) : F{}));
   if (i < n) {
-    float xb[W] = {}, db[W] = {}, ob[W];
-    std::memcpy(xb, x + i, (n - i) * sizeof(float));
-    if (dy) std::memcpy(db, dy + i, (n - i) * sizeof(float));
-    storev(ob, op(loadv<F>(xb), loadv<F>(db)));
-    std::memcpy(out + i, ob, (n - i) * sizeof(float));
+    T xb[W] = {}, db[W] = {}, ob[W];
+    std::memcpy(xb, x + i, (n - i) * sizeof(T));
+    if (dy) std::memcpy(db, dy + i, (n - i) * sizeof(T));
+    store_lanes<W>(ob, op(load_lanes<W>(xb), load_lanes<W>(db)));
+    std::memcpy(out + i, ob, (n - i) * sizeof(T));
   }
 }
 template <int W, class T>
 ENGINE_INLINE void gelu_span(const T* x, const T*, T* y, int64_t n) {
   map_span<W>(
-      x, nullptr, y, n, [](typename Vec<W>::f v, typename Vec<W>::f) __attribute__((always_inline)) {
+      x, static_cast<const T*>(nullptr), y, n,
+      [](typename Vec<W>::f v, typename Vec<W>::f) __attribute__((always_inline)) {
         typename Vec<W>::f cdf, pdf;
         normal_cdf_pdf<W>(v, cdf, pdf);
         return v * cdf;
@@ -240,47 +270,6 @@ ENGINE_INLINE void gelu_grad_span(const T* x, const T* dy, T* out, int64_t n) {
         normal_cdf_pdf<W>(v, cdf, pdf);
         return d * (cdf + v * pdf);
       });
-}
-
-// bf16 tensors (the MLP's hidden activations under bf16 autocast: convnext.cpp) go through the
-// same float lanes: widening is exact (a bf16 is the top half of a float), narrowing rounds to
-// nearest even as c10::BFloat16 does, NaN stays NaN. So the result is the float GELU rounded once.
-template <int W>
-struct Bf16 {
-  typedef uint16_t h __attribute__((vector_size(W * 2)));
-  typedef uint32_t u __attribute__((vector_size(W * 4)));
-};
-template <int W>
-ENGINE_INLINE typename Vec<W>::f widen(const uint16_t* p) {
-  typename Bf16<W>::h h;
-  std::memcpy(&h, p, sizeof h);
-  const typename Bf16<W>::u u = __builtin_convertvector(h, typename Bf16<W>::u) << 16;
-  typename Vec<W>::f f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-template <int W>
-ENGINE_INLINE void narrow(uint16_t* p, typename Vec<W>::f f) {
-  using U = typename Bf16<W>::u;
-  U u;
-  std::memcpy(&u, &f, sizeof u);
-  U r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-  r = (u & 0x7FFFFFFFu) > 0x7F800000u ? U{} + 0x7FC0u : r;
-  const typename Bf16<W>::h h = __builtin_convertvector(r, typename Bf16<W>::h);
-  std::memcpy(p, &h, sizeof h);
-}
-template <int W, class Op>
-ENGINE_INLINE void map_span(const uint16_t* x, const uint16_t* dy, uint16_t* out, int64_t n, Op op) {
-  using F = typename Vec<W>::f;
-  int64_t i = 0;
-  for (; i + W <= n; i += W) narrow<W>(out + i, op(widen<W>(x + i), dy ? widen<W>(dy + i) : F{}));
-  if (i < n) {
-    uint16_t xb[W] = {}, db[W] = {}, ob[W];
-    std::memcpy(xb, x + i, (n - i) * sizeof(uint16_t));
-    if (dy) std::memcpy(db, dy + i, (n - i) * sizeof(uint16_t));
-    narrow<W>(ob, op(widen<W>(xb), widen<W>(db)));
-    std::memcpy(out + i, ob, (n - i) * sizeof(uint16_t));
-  }
 }
 
 template <class T>
