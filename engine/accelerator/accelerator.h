@@ -44,7 +44,7 @@ class Accelerator {
   torch::Device device() const { return device_; }
   int64_t threads() const { return threads_; }
   const std::string& mixed_precision() const { return opts_.mixed_precision; }
-  /// "cpu, 2 processes x 1 thread, mixed precision: no"
+  /// "cpu, 2 processes x 1 thread (each rank on its own core), mixed precision: no"
   std::string describe() const;
   /// What the user should know about the precision on this machine, or "": bf16 on a CPU without
   /// AVX-512 runs LibTorch's slow fallback kernels (printed at the start of a run).
@@ -86,6 +86,7 @@ class Accelerator {
   std::unique_ptr<Collectives> coll_;
   torch::Device device_;
   int64_t threads_;
+  int pinned_cores_ = 0;  // cores in this rank's slice when create() pinned it (cpu_threads.h), else 0
   LossScaler scaler_;
   double comm_seconds_ = 0;
 };

@@ -8,6 +8,15 @@ namespace engine {
 /// the accelerator's per-process thread count, so that all three divide the same cores.
 int usable_cores();
 
+/// Narrows this process's CPU affinity to slice `index` of `count` equal, contiguous slices of the
+/// cores it may run on now (slice i: cores [i*n/count, (i+1)*n/count) of the n allowed, in order),
+/// so that the ranks of one local job each keep their own cores: their caches stay warm and no
+/// rank's compute thread is moved onto a core its peer is using. Threads started afterwards
+/// (OpenMP, loaders, Gloo) inherit it. Returns the number of cores in the slice; does nothing and
+/// returns 0 when count < 2, when there are fewer cores than slices, or when the affinity cannot be
+/// read or set.
+int pin_to_core_slice(int index, int count);
+
 /// Sets the intra-op thread count of the BLAS library LibTorch was linked against, when it is
 /// OpenBLAS (Debian's `libopenblas0-pthread`; looked up at run time, nothing to link). OpenBLAS
 /// starts its own pool of one thread per core when it is loaded, independent of

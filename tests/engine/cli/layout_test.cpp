@@ -57,7 +57,11 @@ TEST_CASE("engine run with processes = 0 starts a local DDP job sized to this ma
   const std::string procs = std::to_string(expect) + (expect == 1 ? " process" : " processes");
   CHECK_MESSAGE(r.output.find("layout: " + procs + " x ") != std::string::npos, r.output);
   CHECK(r.output.find("batch " + std::to_string(32 / expect) + " per process = 32") != std::string::npos);
-  if (expect > 1) CHECK(r.output.find("accelerator: cpu, " + procs) != std::string::npos);
+  if (expect > 1) {
+    CHECK(r.output.find("accelerator: cpu, " + procs) != std::string::npos);
+    // The ranks divide the cores between them (each keeps its own: cpu_threads.h).
+    CHECK(r.output.find("(each rank on its own core") != std::string::npos);
+  }
   // A DDP run reports its communication time per step (all-reduce + agreement) in every epoch line.
   std::ifstream metrics(dir + "/run/metrics.jsonl");
   int epoch_lines = 0;
