@@ -45,12 +45,12 @@ std::unique_ptr<Accelerator> Accelerator::create(const AcceleratorOptions& opts,
   torch::Device device = use_cuda ? torch::Device(torch::kCUDA, world.local_rank) : torch::Device(torch::kCPU);
   if (opts.mixed_precision == "bf16" && !use_cuda) install_bf16_emulation();  // no-op where bf16 kernels are native
 
-  // The ranks of a job `engine launch` started on this machine (they share its affinity) each take
-  // their own slice of the cores, before any thread pool starts. Measured on 2 cores: see
-  // bench/RESULTS.md ("ranks pinned"). Not under torchrun or Slurm, whose tasks may already carry
-  // their own binding; ENGINE_PIN_RANKS=0 turns it off.
+  // ENGINE_PIN_RANKS=1: the ranks of a job `engine launch` started on this machine (they share its
+  // affinity) each take their own slice of the cores, before any thread pool starts. Opt-in, as
+  // Accelerate's --enable_cpu_affinity: on 2 cores it measured neutral (bench/RESULTS.md,
+  // "ranks pinned"). Never under torchrun or Slurm, whose tasks may already carry their own binding.
   int pinned = 0;
-  if (!use_cuda && world.local_world_size > 1 && !world.rendezvous_file.empty() && !switched_off("ENGINE_PIN_RANKS"))
+  if (!use_cuda && world.local_world_size > 1 && !world.rendezvous_file.empty() && env_is_one("ENGINE_PIN_RANKS"))
     pinned = pin_to_core_slice(world.local_rank, world.local_world_size);
 
   int64_t threads = opts.threads;

@@ -49,7 +49,8 @@ TEST_CASE("engine run with processes = 0 starts a local DDP job sized to this ma
   while (32 % expect != 0) --expect;
   mnist_file("train.csv");
   const std::string dir = temp_dir("layout_auto");
-  auto r = run_command("cd " + source_path("") + " && ENGINE_PROCESSES= ENGINE_THREADS= " + engine_binary() +
+  // ENGINE_PIN_RANKS=1 (opt-in): each rank keeps its own slice of the cores, and the run says so.
+  auto r = run_command("cd " + source_path("") + " && ENGINE_PROCESSES= ENGINE_THREADS= ENGINE_PIN_RANKS=1 " + engine_binary() +
                        " run recipes/mnist_convnext.toml --set data.split.max_train=128 --set data.split.max_valid=64"
                        " --set train.epochs=1 --set predict.limit=16 --set data.batch_size=32 --set run.output_dir=" +
                        dir + "/run");
@@ -59,7 +60,7 @@ TEST_CASE("engine run with processes = 0 starts a local DDP job sized to this ma
   CHECK(r.output.find("batch " + std::to_string(32 / expect) + " per process = 32") != std::string::npos);
   if (expect > 1) {
     CHECK(r.output.find("accelerator: cpu, " + procs) != std::string::npos);
-    // The ranks divide the cores between them (each keeps its own: cpu_threads.h).
+    // The ranks divided the cores between them (cpu_threads.h).
     CHECK(r.output.find("(each rank on its own core") != std::string::npos);
   }
   // A DDP run reports its communication time per step (all-reduce + agreement) in every epoch line.
