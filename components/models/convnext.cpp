@@ -8,6 +8,7 @@
 
 #include "components/models/all.h"
 #include "components/models/backbone_family.h"
+#include "components/models/convnext_mlp.h"
 #include "components/models/cpu_kernels.h"
 #include "components/models/layers.h"
 #include "components/models/simd.h"
@@ -61,6 +62,12 @@ class MlpImpl : public nn::Module {
     b1_ = named_parameters()["fc1.bias"];
     b2_ = named_parameters()["fc2.bias"];
   }
+  /// x + drop_path(gamma * forward(t)) in one autograd function (convnext_mlp.h), or undefined
+  /// (nothing drawn) where it does not apply.
+  torch::Tensor residual(const torch::Tensor& x, const torch::Tensor& t, const torch::Tensor& gamma, double drop_path,
+                         bool training) {
+    return convnext_mlp_residual(x, t, fc1_, b1_, fc2_, b2_, gamma, drop_path, training);
+  }
   torch::Tensor forward(const torch::Tensor& x) {  // x: NCHW
     // Exact (erf) GELU, as timm (cpu_kernels.h: same maths, faster on CPU).
     if (mlp_as_gemm(x)) {
@@ -99,6 +106,10 @@ class BlockImpl : public nn::Module {
       Float32Region fp32(x);
       // conv_dw's weights, through a faster kernel for the same convolution (cpu_kernels.h).
       t = norm_->forward(depthwise_conv2d_same(x, conv_dw_->weight, conv_dw_->bias));
+    }
+    if (mlp_as_gemm(x)) {  // CPU float32: the MLP, layer scale, drop path and residual fused
+      torch::Tensor out = mlp_->residual(x, t, gamma, drop_path_, is_training());
+      if (out.defined()) return out;
     }
     torch::Tensor y = mlp_->forward(t) * gamma.view({1, -1, 1, 1});  // a bf16 MLP output: float32 again
     return drop_path(y, drop_path_, is_training()) + x;

@@ -33,14 +33,18 @@ torch::Tensor LayerNorm2dImpl::forward(const torch::Tensor& x) {
   return LayerNormImpl::forward(x.permute({0, 2, 3, 1})).permute({0, 3, 1, 2});
 }
 
-torch::Tensor drop_path(const torch::Tensor& x, double p, bool training) {
-  if (p <= 0.0 || !training) return x;
+torch::Tensor drop_path_scale(const torch::Tensor& x, double p, bool training) {
+  if (p <= 0.0 || !training) return {};
   const double keep = 1.0 - p;
   std::vector<int64_t> shape(x.dim(), 1);
   shape[0] = x.size(0);
   // One Bernoulli draw per sample, broadcast over the rest: whole residual branches are dropped.
-  torch::Tensor mask = torch::empty(shape, x.options()).bernoulli_(keep).div_(keep);
-  return x * mask;
+  return torch::empty(shape, x.options()).bernoulli_(keep).div_(keep);
+}
+
+torch::Tensor drop_path(const torch::Tensor& x, double p, bool training) {
+  torch::Tensor mask = drop_path_scale(x, p, training);
+  return mask.defined() ? x * mask : x;
 }
 
 void trunc_normal_(torch::Tensor& t, double mean, double std, double a, double b) {

@@ -36,6 +36,9 @@ TORCH_MODULE(LayerNorm2d);
 /// Stochastic depth, per sample (timm drop_path with scale_by_keep): in training each sample of
 /// `x` is zeroed with probability `p`, survivors scaled by 1/(1-p). Identity when !training or p == 0.
 torch::Tensor drop_path(const torch::Tensor& x, double p, bool training);
+/// The per-sample factor drop_path multiplies by: [N, 1, ..., 1] of 0 or 1/(1-p), drawn as
+/// drop_path draws it; undefined (nothing drawn) when drop_path is the identity.
+torch::Tensor drop_path_scale(const torch::Tensor& x, double p, bool training);
 
 /// timm.layers.trunc_normal_: N(mean, std) truncated to the absolute interval [a, b], drawn
 /// exactly as timm does (uniform_, erfinv_, scale, clamp) so that the RNG stream is the same.

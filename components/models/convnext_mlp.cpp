@@ -1,0 +1,250 @@
+#include "components/models/convnext_mlp.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/record_function.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "components/models/cpu_kernels.h"
+#include "components/models/layers.h"
+#include "components/models/simd.h"
+#include "engine/core/env.h"
+
+// Vector code as in layer_norm_kernel.cpp: 8-float GCC vectors, an AVX2+FMA build of each pass
+// chosen at run time, the generic build otherwise.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace engine {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+using namespace simd;
+
+// Rows per partial sum of the bias and gamma gradients: fixed, so that the sums (chunk partials
+// added in chunk order) do not depend on the thread count.
+constexpr int64_t kChunk = 256;
+
+// [N, C, H, W] channels-last -> the [N*H*W, C] rows of its memory (a view).
+torch::Tensor rows_of(const torch::Tensor& x) { return x.permute({0, 2, 3, 1}).reshape({-1, x.size(1)}); }
+torch::Tensor as_matrix(const torch::Tensor& w) { return w.view({w.size(0), w.size(1)}); }
+
+// Forward tail over rows [r0, r1): out = ((y + b2) * gamma) * s[sample] + x, the order of the
+// composed ops (mlp output with its bias, layer scale, drop path, residual).
+ENGINE_INLINE void tail_forward_rows(const float* x, const float* y, const float* b2, const float* gamma,
+                                     const float* s, float* out, int64_t r0, int64_t r1, int64_t hw, int64_t c) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const float sr = s[r / hw];
+    const float *xr = x + r * c, *yr = y + r * c;
+    float* o = out + r * c;
+    int64_t i = 0;
+    for (; i + 8 <= c; i += 8) store(o + i, (load(yr + i) + load(b2 + i)) * load(gamma + i) * sr + load(xr + i));
+    for (; i < c; ++i) o[i] = (yr[i] + b2[i]) * gamma[i] * sr + xr[i];
+  }
+}
+// Backward tail over rows [r0, r1): gy = (g * s) * gamma; gb2 += gy; ggamma += (g * s) * (y + b2).
+ENGINE_INLINE void tail_backward_rows(const float* g, const float* y, const float* b2, const float* gamma,
+                                      const float* s, float* gy, float* gb2, float* ggamma, int64_t r0, int64_t r1,
+                                      int64_t hw, int64_t c) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const float sr = s[r / hw];
+    const float *gr = g + r * c, *yr = y + r * c;
+    float* o = gy + r * c;
+    int64_t i = 0;
+    for (; i + 8 <= c; i += 8) {
+      const v8 gs = load(gr + i) * sr;
+      const v8 d = gs * load(gamma + i);
+      store(o + i, d);
+      store(gb2 + i, load(gb2 + i) + d);
+      store(ggamma + i, load(ggamma + i) + gs * (load(yr + i) + load(b2 + i)));
+    }
+    for (; i < c; ++i) {
+      const float gs = gr[i] * sr, d = gs * gamma[i];
+      o[i] = d;
+      gb2[i] += d;
+      ggamma[i] += gs * (yr[i] + b2[i]);
+    }
+  }
+}
+using TailForward = void (*)(const float*, const float*, const float*, const float*, const float*, float*, int64_t,
+                             int64_t, int64_t, int64_t);
+using TailBackward = void (*)(const float*, const float*, const float*, const float*, const float*, float*, float*,
+                              float*, int64_t, int64_t, int64_t, int64_t);
+void tail_forward_generic(const float* x, const float* y, const float* b2, const float* gamma, const float* s,
+                          float* out, int64_t r0, int64_t r1, int64_t hw, int64_t c) {
+  tail_forward_rows(x, y, b2, gamma, s, out, r0, r1, hw, c);
+}
+void tail_backward_generic(const float* g, const float* y, const float* b2, const float* gamma, const float* s,
+                           float* gy, float* gb2, float* ggamma, int64_t r0, int64_t r1, int64_t hw, int64_t c) {
+  tail_backward_rows(g, y, b2, gamma, s, gy, gb2, ggamma, r0, r1, hw, c);
+}
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2,fma"))) void tail_forward_avx2(const float* x, const float* y, const float* b2,
+                                                           const float* gamma, const float* s, float* out, int64_t r0,
+                                                           int64_t r1, int64_t hw, int64_t c) {
+  tail_forward_rows(x, y, b2, gamma, s, out, r0, r1, hw, c);
+}
+__attribute__((target("avx2,fma"))) void tail_backward_avx2(const float* g, const float* y, const float* b2,
+                                                            const float* gamma, const float* s, float* gy, float* gb2,
+                                                            float* ggamma, int64_t r0, int64_t r1, int64_t hw,
+                                                            int64_t c) {
+  tail_backward_rows(g, y, b2, gamma, s, gy, gb2, ggamma, r0, r1, hw, c);
+}
+#endif
+TailForward tail_forward() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (has_avx2()) return &tail_forward_avx2;
+#endif
+  return &tail_forward_generic;
+}
+TailBackward tail_backward() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (has_avx2()) return &tail_backward_avx2;
+#endif
+  return &tail_backward_generic;
+}
+
+// Runs fn(chunk, r0, r1) over the rows in chunks of kChunk, in parallel.
+template <class Fn>
+void for_chunks(int64_t rows, const Fn& fn) {
+  const int64_t chunks = (rows + kChunk - 1) / kChunk;
+  at::parallel_for(0, chunks, 1, [&](int64_t b, int64_t e) {
+    for (int64_t k = b; k < e; ++k) fn(k, k * kChunk, std::min(rows, (k + 1) * kChunk));
+  });
+}
+// Sum over dim 0 of [chunks, n] partials, chunk by chunk in order.
+torch::Tensor sum_partials(const torch::Tensor& partial) {
+  torch::Tensor out = partial[0].clone();
+  float* o = out.data_ptr<float>();
+  const float* p = partial.data_ptr<float>();
+  const int64_t n = partial.size(1);
+  for (int64_t k = 1; k < partial.size(0); ++k)
+    for (int64_t i = 0; i < n; ++i) o[i] += p[k * n + i];
+  return out;
+}
+
+struct Shape {
+  int64_t n, c, h, w;
+  int64_t rows() const { return n * h * w; }
+};
+
+// h = t W1^T, then h += b1 and a = gelu(h) in one pass; y = a W2^T; out = the tail. Returns out's
+// rows [M, C]; h (the pre-activation), a and y stay for the backward.
+torch::Tensor forward_rows(const torch::Tensor& t_rows, const torch::Tensor& x_rows, const torch::Tensor& w1,
+                           const torch::Tensor& b1, const torch::Tensor& w2, const torch::Tensor& b2,
+                           const torch::Tensor& gamma, const torch::Tensor& s, int64_t hw, torch::Tensor& h,
+                           torch::Tensor& a, torch::Tensor& y) {
+  const int64_t rows = t_rows.size(0), c = t_rows.size(1);
+  h = torch::mm(t_rows, as_matrix(w1).t());
+  a = torch::empty_like(h);
+  const int64_t d = h.size(1);
+  float *hd = h.data_ptr<float>(), *ad = a.data_ptr<float>();
+  const float* b1d = b1.data_ptr<float>();
+  for_chunks(rows, [&](int64_t, int64_t r0, int64_t r1) { bias_gelu_rows(hd + r0 * d, b1d, ad + r0 * d, r1 - r0, d); });
+  y = torch::mm(a, as_matrix(w2).t());
+  torch::Tensor out = torch::empty({rows, c}, y.options());
+  auto kernel = tail_forward();
+  for_chunks(rows, [&](int64_t, int64_t r0, int64_t r1) {
+    kernel(x_rows.data_ptr<float>(), y.data_ptr<float>(), b2.data_ptr<float>(), gamma.data_ptr<float>(),
+           s.data_ptr<float>(), out.data_ptr<float>(), r0, r1, hw, c);
+  });
+  return out;
+}
+
+torch::Tensor to_nchw(const torch::Tensor& rows, const Shape& sh) {  // channels-last NCHW view
+  return rows.view({sh.n, sh.h, sh.w, sh.c}).permute({0, 3, 1, 2});
+}
+
+struct MlpResidual : public torch::autograd::Function<MlpResidual> {
+  // s: [N] per-sample drop-path scale (ones without drop path); needs no gradient.
+  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, torch::Tensor t, torch::Tensor w1,
+                               torch::Tensor b1, torch::Tensor w2, torch::Tensor b2, torch::Tensor gamma,
+                               torch::Tensor s) {
+    const Shape sh{x.size(0), x.size(1), x.size(2), x.size(3)};
+    torch::Tensor t_rows = rows_of(t), h, a, y;
+    torch::Tensor out = forward_rows(t_rows, rows_of(x), w1, b1, w2, b2, gamma, s, sh.h * sh.w, h, a, y);
+    ctx->save_for_backward({w1, w2, b2, gamma, s});
+    ctx->saved_data["t"] = t_rows;
+    ctx->saved_data["h"] = h;
+    ctx->saved_data["a"] = a;
+    ctx->saved_data["y"] = y;
+    ctx->saved_data["shape"] = std::vector<int64_t>{sh.n, sh.c, sh.h, sh.w};
+    return to_nchw(out, sh);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const torch::Tensor &w1 = saved[0], &w2 = saved[1], &b2 = saved[2], &gamma = saved[3], &s = saved[4];
+    torch::Tensor t_rows = ctx->saved_data["t"].toTensor(), h = ctx->saved_data["h"].toTensor();
+    torch::Tensor a = ctx->saved_data["a"].toTensor(), y = ctx->saved_data["y"].toTensor();
+    const auto v = ctx->saved_data["shape"].toIntVector();
+    const Shape sh{v[0], v[1], v[2], v[3]};
+    const int64_t rows = sh.rows(), c = sh.c, d = h.size(1), chunks = (rows + kChunk - 1) / kChunk;
+    torch::Tensor g = grads[0];
+    torch::Tensor g_rows = g.permute({0, 2, 3, 1}).contiguous().view({rows, c});  // a view when channels-last
+
+    // The tail: gy, and the fc2 bias and gamma gradients (chunk partials).
+    torch::Tensor gy = torch::empty({rows, c}, g.options());
+    torch::Tensor part = torch::zeros({2, chunks, c}, g.options());
+    auto kernel = tail_backward();
+    float* pd = part.data_ptr<float>();
+    for_chunks(rows, [&](int64_t k, int64_t r0, int64_t r1) {
+      kernel(g_rows.data_ptr<float>(), y.data_ptr<float>(), b2.data_ptr<float>(), gamma.data_ptr<float>(),
+             s.data_ptr<float>(), gy.data_ptr<float>(), pd + k * c, pd + (chunks + k) * c, r0, r1, sh.h * sh.w, c);
+    });
+    torch::Tensor gw1, gb1, gw2, gb2, ggamma, gt;
+    if (ctx->needs_input_grad(5)) gb2 = sum_partials(part[0]);
+    if (ctx->needs_input_grad(6)) ggamma = sum_partials(part[1]);
+    if (ctx->needs_input_grad(4)) gw2 = torch::mm(gy.t(), a).view(w2.sizes());
+    const bool need_h = ctx->needs_input_grad(1) || ctx->needs_input_grad(2) || ctx->needs_input_grad(3);
+    if (need_h) {
+      // ga = gy W2, then in place gh = ga * gelu'(h) with the fc1 bias gradient's partials.
+      torch::Tensor gh = torch::mm(gy, as_matrix(w2));
+      torch::Tensor part1 = torch::zeros({chunks, d}, g.options());
+      float *ghd = gh.data_ptr<float>(), *p1 = part1.data_ptr<float>();
+      const float* hd = h.data_ptr<float>();
+      for_chunks(rows, [&](int64_t k, int64_t r0, int64_t r1) {
+        gelu_grad_rows(hd + r0 * d, ghd + r0 * d, p1 + k * d, r1 - r0, d);
+      });
+      if (ctx->needs_input_grad(3)) gb1 = sum_partials(part1);
+      if (ctx->needs_input_grad(2)) gw1 = torch::mm(gh.t(), t_rows).view(w1.sizes());
+      if (ctx->needs_input_grad(1)) gt = to_nchw(torch::mm(gh, as_matrix(w1)), sh);
+    }
+    torch::Tensor gx = ctx->needs_input_grad(0) ? g : torch::Tensor();
+    return {gx, gt, gw1, gb1, gw2, gb2, ggamma, torch::Tensor()};
+  }
+};
+
+bool channels_last_float(const torch::Tensor& x) {
+  return cpu_float(x) && x.dim() == 4 && x.is_contiguous(torch::MemoryFormat::ChannelsLast);
+}
+
+}  // namespace
+
+torch::Tensor convnext_mlp_residual(const torch::Tensor& x, const torch::Tensor& t, const torch::Tensor& w1,
+                                    const torch::Tensor& b1, const torch::Tensor& w2, const torch::Tensor& b2,
+                                    const torch::Tensor& gamma, double drop_path, bool training) {
+  const int64_t c = x.dim() == 4 ? x.size(1) : -1;
+  const bool applies = !switched_off("ENGINE_FUSED_MLP") && channels_last_float(x) && channels_last_float(t) &&
+                       t.sizes() == x.sizes() && w1.dim() >= 2 && w1.size(1) == c && w2.dim() >= 2 &&
+                       w2.size(0) == c && w2.size(1) == w1.size(0) && w1.is_contiguous() && w2.is_contiguous() &&
+                       b1.numel() == w1.size(0) && b2.numel() == c && gamma.numel() == c;
+  if (!applies) return {};
+  for (const auto* p : {&w1, &b1, &w2, &b2, &gamma})
+    if (!cpu_float(*p) || !p->is_contiguous()) return {};
+  RECORD_FUNCTION("engine::convnext_mlp_residual", std::vector<c10::IValue>({x}));
+  torch::Tensor mask = drop_path_scale(x, drop_path, training);  // [N, 1, 1, 1], or undefined
+  torch::Tensor s = mask.defined() ? mask.view({-1}) : torch::ones({x.size(0)}, x.options());
+  const bool grad = torch::GradMode::is_enabled() &&
+                    (x.requires_grad() || t.requires_grad() || w1.requires_grad() || b1.requires_grad() ||
+                     w2.requires_grad() || b2.requires_grad() || gamma.requires_grad());
+  if (grad) return MlpResidual::apply(x, t, w1, b1, w2, b2, gamma, s);
+  const Shape sh{x.size(0), c, x.size(2), x.size(3)};
+  torch::Tensor h, a, y;
+  return to_nchw(forward_rows(rows_of(t), rows_of(x), w1, b1, w2, b2, gamma, s, sh.h * sh.w, h, a, y), sh);
+}
+
+}  // namespace engine
