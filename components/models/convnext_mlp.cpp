@@ -32,23 +32,22 @@ constexpr int64_t kChunk = 256;
 torch::Tensor rows_of(const torch::Tensor& x) { return x.permute({0, 2, 3, 1}).reshape({-1, x.size(1)}); }
 torch::Tensor as_matrix(const torch::Tensor& w) { return w.view({w.size(0), w.size(1)}); }
 
-// Forward tail over rows [r0, r1): out = ((y + b2) * gamma) * s[sample] + x, the order of the
-// composed ops (mlp output with its bias, layer scale, drop path, residual).
-ENGINE_INLINE void tail_forward_rows(const float* x, const float* y, const float* b2, const float* gamma,
-                                     const float* s, float* out, int64_t r0, int64_t r1, int64_t hw, int64_t c) {
+// Forward tail over rows [r0, r1): out = (y * gamma) * s[sample] + x, the order of the composed
+// ops (layer scale, drop path, residual; y is fc2's output, bias included).
+ENGINE_INLINE void tail_forward_rows(const float* x, const float* y, const float* gamma, const float* s, float* out,
+                                     int64_t r0, int64_t r1, int64_t hw, int64_t c) {
   for (int64_t r = r0; r < r1; ++r) {
     const float sr = s[r / hw];
     const float *xr = x + r * c, *yr = y + r * c;
     float* o = out + r * c;
     int64_t i = 0;
-    for (; i + 8 <= c; i += 8) store(o + i, (load(yr + i) + load(b2 + i)) * load(gamma + i) * sr + load(xr + i));
-    for (; i < c; ++i) o[i] = (yr[i] + b2[i]) * gamma[i] * sr + xr[i];
+    for (; i + 8 <= c; i += 8) store(o + i, load(yr + i) * load(gamma + i) * sr + load(xr + i));
+    for (; i < c; ++i) o[i] = yr[i] * gamma[i] * sr + xr[i];
   }
 }
-// Backward tail over rows [r0, r1): gy = (g * s) * gamma; gb2 += gy; ggamma += (g * s) * (y + b2).
-ENGINE_INLINE void tail_backward_rows(const float* g, const float* y, const float* b2, const float* gamma,
-                                      const float* s, float* gy, float* gb2, float* ggamma, int64_t r0, int64_t r1,
-                                      int64_t hw, int64_t c) {
+// Backward tail over rows [r0, r1): gy = (g * s) * gamma; gb2 += gy; ggamma += (g * s) * y.
+ENGINE_INLINE void tail_backward_rows(const float* g, const float* y, const float* gamma, const float* s, float* gy,
+                                      float* gb2, float* ggamma, int64_t r0, int64_t r1, int64_t hw, int64_t c) {
   for (int64_t r = r0; r < r1; ++r) {
     const float sr = s[r / hw];
     const float *gr = g + r * c, *yr = y + r * c;
@@ -59,39 +58,38 @@ ENGINE_INLINE void tail_backward_rows(const float* g, const float* y, const floa
       const v8 d = gs * load(gamma + i);
       store(o + i, d);
       store(gb2 + i, load(gb2 + i) + d);
-      store(ggamma + i, load(ggamma + i) + gs * (load(yr + i) + load(b2 + i)));
+      store(ggamma + i, load(ggamma + i) + gs * load(yr + i));
     }
     for (; i < c; ++i) {
       const float gs = gr[i] * sr, d = gs * gamma[i];
       o[i] = d;
       gb2[i] += d;
-      ggamma[i] += gs * (yr[i] + b2[i]);
+      ggamma[i] += gs * yr[i];
     }
   }
 }
-using TailForward = void (*)(const float*, const float*, const float*, const float*, const float*, float*, int64_t,
-                             int64_t, int64_t, int64_t);
-using TailBackward = void (*)(const float*, const float*, const float*, const float*, const float*, float*, float*,
-                              float*, int64_t, int64_t, int64_t, int64_t);
-void tail_forward_generic(const float* x, const float* y, const float* b2, const float* gamma, const float* s,
-                          float* out, int64_t r0, int64_t r1, int64_t hw, int64_t c) {
-  tail_forward_rows(x, y, b2, gamma, s, out, r0, r1, hw, c);
+using TailForward = void (*)(const float*, const float*, const float*, const float*, float*, int64_t, int64_t,
+                             int64_t, int64_t);
+using TailBackward = void (*)(const float*, const float*, const float*, const float*, float*, float*, float*, int64_t,
+                              int64_t, int64_t, int64_t);
+void tail_forward_generic(const float* x, const float* y, const float* gamma, const float* s, float* out, int64_t r0,
+                          int64_t r1, int64_t hw, int64_t c) {
+  tail_forward_rows(x, y, gamma, s, out, r0, r1, hw, c);
 }
-void tail_backward_generic(const float* g, const float* y, const float* b2, const float* gamma, const float* s,
-                           float* gy, float* gb2, float* ggamma, int64_t r0, int64_t r1, int64_t hw, int64_t c) {
-  tail_backward_rows(g, y, b2, gamma, s, gy, gb2, ggamma, r0, r1, hw, c);
+void tail_backward_generic(const float* g, const float* y, const float* gamma, const float* s, float* gy, float* gb2,
+                           float* ggamma, int64_t r0, int64_t r1, int64_t hw, int64_t c) {
+  tail_backward_rows(g, y, gamma, s, gy, gb2, ggamma, r0, r1, hw, c);
 }
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2,fma"))) void tail_forward_avx2(const float* x, const float* y, const float* b2,
-                                                           const float* gamma, const float* s, float* out, int64_t r0,
-                                                           int64_t r1, int64_t hw, int64_t c) {
-  tail_forward_rows(x, y, b2, gamma, s, out, r0, r1, hw, c);
+__attribute__((target("avx2,fma"))) void tail_forward_avx2(const float* x, const float* y, const float* gamma,
+                                                           const float* s, float* out, int64_t r0, int64_t r1,
+                                                           int64_t hw, int64_t c) {
+  tail_forward_rows(x, y, gamma, s, out, r0, r1, hw, c);
 }
-__attribute__((target("avx2,fma"))) void tail_backward_avx2(const float* g, const float* y, const float* b2,
-                                                            const float* gamma, const float* s, float* gy, float* gb2,
-                                                            float* ggamma, int64_t r0, int64_t r1, int64_t hw,
-                                                            int64_t c) {
-  tail_backward_rows(g, y, b2, gamma, s, gy, gb2, ggamma, r0, r1, hw, c);
+__attribute__((target("avx2,fma"))) void tail_backward_avx2(const float* g, const float* y, const float* gamma,
+                                                            const float* s, float* gy, float* gb2, float* ggamma,
+                                                            int64_t r0, int64_t r1, int64_t hw, int64_t c) {
+  tail_backward_rows(g, y, gamma, s, gy, gb2, ggamma, r0, r1, hw, c);
 }
 #endif
 TailForward tail_forward() {
@@ -131,25 +129,25 @@ struct Shape {
   int64_t rows() const { return n * h * w; }
 };
 
-// h = t W1^T, then h += b1 and a = gelu(h) in one pass; y = a W2^T; out = the tail. Returns out's
+// h = t W1^T + b1, a = gelu(h), y = a W2^T + b2 (the biases preloaded into the GEMM outputs, as
+// addmm does: OpenBLAS would zero them otherwise, the same pass), then the tail. Returns out's
 // rows [M, C]; h (the pre-activation), a and y stay for the backward.
 torch::Tensor forward_rows(const torch::Tensor& t_rows, const torch::Tensor& x_rows, const torch::Tensor& w1,
                            const torch::Tensor& b1, const torch::Tensor& w2, const torch::Tensor& b2,
                            const torch::Tensor& gamma, const torch::Tensor& s, int64_t hw, torch::Tensor& h,
                            torch::Tensor& a, torch::Tensor& y) {
   const int64_t rows = t_rows.size(0), c = t_rows.size(1);
-  h = torch::mm(t_rows, as_matrix(w1).t());
-  a = torch::empty_like(h);
-  const int64_t d = h.size(1);
-  float *hd = h.data_ptr<float>(), *ad = a.data_ptr<float>();
-  const float* b1d = b1.data_ptr<float>();
-  for_chunks(rows, [&](int64_t, int64_t r0, int64_t r1) { bias_gelu_rows(hd + r0 * d, b1d, ad + r0 * d, r1 - r0, d); });
-  y = torch::mm(a, as_matrix(w2).t());
+  h = torch::addmm(b1, t_rows, as_matrix(w1).t());
+  {
+    torch::NoGradGuard no_grad;  // the forward of a custom Function records nothing anyway
+    a = gelu_exact(h);
+  }
+  y = torch::addmm(b2, a, as_matrix(w2).t());
   torch::Tensor out = torch::empty({rows, c}, y.options());
   auto kernel = tail_forward();
   for_chunks(rows, [&](int64_t, int64_t r0, int64_t r1) {
-    kernel(x_rows.data_ptr<float>(), y.data_ptr<float>(), b2.data_ptr<float>(), gamma.data_ptr<float>(),
-           s.data_ptr<float>(), out.data_ptr<float>(), r0, r1, hw, c);
+    kernel(x_rows.data_ptr<float>(), y.data_ptr<float>(), gamma.data_ptr<float>(), s.data_ptr<float>(),
+           out.data_ptr<float>(), r0, r1, hw, c);
   });
   return out;
 }
@@ -166,7 +164,7 @@ struct MlpResidual : public torch::autograd::Function<MlpResidual> {
     const Shape sh{x.size(0), x.size(1), x.size(2), x.size(3)};
     torch::Tensor t_rows = rows_of(t), h, a, y;
     torch::Tensor out = forward_rows(t_rows, rows_of(x), w1, b1, w2, b2, gamma, s, sh.h * sh.w, h, a, y);
-    ctx->save_for_backward({w1, w2, b2, gamma, s});
+    ctx->save_for_backward({w1, w2, gamma, s});
     ctx->saved_data["t"] = t_rows;
     ctx->saved_data["h"] = h;
     ctx->saved_data["a"] = a;
@@ -177,7 +175,7 @@ struct MlpResidual : public torch::autograd::Function<MlpResidual> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto saved = ctx->get_saved_variables();
-    const torch::Tensor &w1 = saved[0], &w2 = saved[1], &b2 = saved[2], &gamma = saved[3], &s = saved[4];
+    const torch::Tensor &w1 = saved[0], &w2 = saved[1], &gamma = saved[2], &s = saved[3];
     torch::Tensor t_rows = ctx->saved_data["t"].toTensor(), h = ctx->saved_data["h"].toTensor();
     torch::Tensor a = ctx->saved_data["a"].toTensor(), y = ctx->saved_data["y"].toTensor();
     const auto v = ctx->saved_data["shape"].toIntVector();
@@ -192,8 +190,8 @@ struct MlpResidual : public torch::autograd::Function<MlpResidual> {
     auto kernel = tail_backward();
     float* pd = part.data_ptr<float>();
     for_chunks(rows, [&](int64_t k, int64_t r0, int64_t r1) {
-      kernel(g_rows.data_ptr<float>(), y.data_ptr<float>(), b2.data_ptr<float>(), gamma.data_ptr<float>(),
-             s.data_ptr<float>(), gy.data_ptr<float>(), pd + k * c, pd + (chunks + k) * c, r0, r1, sh.h * sh.w, c);
+      kernel(g_rows.data_ptr<float>(), y.data_ptr<float>(), gamma.data_ptr<float>(), s.data_ptr<float>(),
+             gy.data_ptr<float>(), pd + k * c, pd + (chunks + k) * c, r0, r1, sh.h * sh.w, c);
     });
     torch::Tensor gw1, gb1, gw2, gb2, ggamma, gt;
     if (ctx->needs_input_grad(5)) gb2 = sum_partials(part[0]);

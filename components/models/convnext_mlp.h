@@ -3,10 +3,11 @@
 // float32 (convnext.cpp). Composed of torch ops it runs ~10 passes over the activations besides its
 // four GEMMs: addmm copies each bias into its output before the GEMM, the layer scale, the drop-path
 // mask and the residual add each allocate and write a tensor, and their backwards write more
-// (g * mask, g * gamma, two column sums for the biases, one for gamma). Here the GEMMs run without
-// bias (torch::mm), fc1's bias is added inside the GELU pass, and the layer scale, drop path, fc2's
-// bias and the residual add are one pass forward and one backward, where the bias and gamma
-// gradients are summed too. Same maths, float rounding aside; measured in bench/RESULTS.md.
+// (g * mask, g * gamma, two column sums for the biases, one for gamma). Here the layer scale, drop
+// path and residual add are one pass forward, and one pass backward that also sums fc2's bias and
+// gamma gradients; fc1's bias gradient is summed inside the GELU backward pass. The GEMMs stay
+// addmm (the bias preloaded costs what OpenBLAS's zeroing of the output would). Same maths, float
+// rounding aside; measured in bench/RESULTS.md.
 #include <torch/types.h>
 
 namespace engine {

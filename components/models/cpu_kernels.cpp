@@ -303,41 +303,9 @@ __attribute__((target("avx512f,avx512bw"))) void gelu_avx512(const T* x, const T
 bool has_avx512() { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"); }
 #endif
 
-// ---- GELU on GEMM rows, with the bias (convnext_mlp.h's fused MLP) ------------------------------
-// Forward: h[r][c] += bias[c] in place (the pre-activation, kept for the backward) and
-// a[r][c] = gelu(h[r][c]): the bias add that addmm would make as a separate pass over its output,
-// fused into the GELU pass. Backward: g = g * gelu'(h) in place, and col_sum[c] += the new g over
-// the rows (the fc1 bias gradient) in the same pass. cols: any; W-lane blocks, the tail through
-// zero-padded lane buffers.
-template <int W>
-ENGINE_INLINE void bias_gelu_rows_w(float* h, const float* bias, float* a, int64_t rows, int64_t cols) {
-  using F = typename Vec<W>::f;
-  auto op = [](F v) __attribute__((always_inline)) {
-    F cdf, pdf;
-    normal_cdf_pdf<W>(v, cdf, pdf);
-    return v * cdf;
-  };
-  const int64_t full = cols / W * W;
-  for (int64_t r = 0; r < rows; ++r) {
-    float* hr = h + r * cols;
-    float* ar = a + r * cols;
-    for (int64_t i = 0; i < full; i += W) {
-      const F v = load_lanes<W>(hr + i) + load_lanes<W>(bias + i);
-      store_lanes<W>(hr + i, v);
-      store_lanes<W>(ar + i, op(v));
-    }
-    if (full < cols) {
-      float hb[W] = {}, bb[W] = {}, ob[W];
-      std::memcpy(hb, hr + full, (cols - full) * sizeof(float));
-      std::memcpy(bb, bias + full, (cols - full) * sizeof(float));
-      const F v = load_lanes<W>(hb) + load_lanes<W>(bb);
-      store_lanes<W>(hb, v);
-      store_lanes<W>(ob, op(v));
-      std::memcpy(hr + full, hb, (cols - full) * sizeof(float));
-      std::memcpy(ar + full, ob, (cols - full) * sizeof(float));
-    }
-  }
-}
+// ---- GELU backward on GEMM rows, with the bias gradient (convnext_mlp.h's fused MLP) ------------
+// g = g * gelu'(h) in place, and col_sum[c] += the new g over the rows (the fc1 bias gradient) in
+// the same pass. cols: any; W-lane blocks, then scalar lanes.
 template <int W>
 ENGINE_INLINE void gelu_grad_rows_w(const float* h, float* g, float* col_sum, int64_t rows, int64_t cols) {
   using F = typename Vec<W>::f;
@@ -364,26 +332,14 @@ ENGINE_INLINE void gelu_grad_rows_w(const float* h, float* g, float* col_sum, in
     }
   }
 }
-using BiasGeluRows = void (*)(float*, const float*, float*, int64_t, int64_t);
 using GeluGradRows = void (*)(const float*, float*, float*, int64_t, int64_t);
-void bias_gelu_rows_generic(float* h, const float* b, float* a, int64_t rows, int64_t cols) {
-  bias_gelu_rows_w<8>(h, b, a, rows, cols);
-}
 void gelu_grad_rows_generic(const float* h, float* g, float* s, int64_t rows, int64_t cols) {
   gelu_grad_rows_w<8>(h, g, s, rows, cols);
 }
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2,fma"))) void bias_gelu_rows_avx2(float* h, const float* b, float* a, int64_t rows,
-                                                             int64_t cols) {
-  bias_gelu_rows_w<8>(h, b, a, rows, cols);
-}
 __attribute__((target("avx2,fma"))) void gelu_grad_rows_avx2(const float* h, float* g, float* s, int64_t rows,
                                                              int64_t cols) {
   gelu_grad_rows_w<8>(h, g, s, rows, cols);
-}
-__attribute__((target("avx512f,avx512bw"))) void bias_gelu_rows_avx512(float* h, const float* b, float* a,
-                                                                      int64_t rows, int64_t cols) {
-  bias_gelu_rows_w<16>(h, b, a, rows, cols);
 }
 __attribute__((target("avx512f,avx512bw"))) void gelu_grad_rows_avx512(const float* h, float* g, float* s,
                                                                       int64_t rows, int64_t cols) {
@@ -562,15 +518,6 @@ torch::Tensor gelu_exact(const torch::Tensor& x) {
   if (!own) return gelu_dense(x);
   if (torch::GradMode::is_enabled() && x.requires_grad()) return GeluExact::apply(x);
   return gelu_forward(x);
-}
-
-void bias_gelu_rows(float* h, const float* bias, float* a, int64_t rows, int64_t cols) {
-  BiasGeluRows kernel = &bias_gelu_rows_generic;
-#if defined(__x86_64__) && defined(__GNUC__)
-  if (has_avx512()) kernel = &bias_gelu_rows_avx512;
-  else if (has_avx2()) kernel = &bias_gelu_rows_avx2;
-#endif
-  kernel(h, bias, a, rows, cols);
 }
 
 void gelu_grad_rows(const float* h, float* g, float* col_sum, int64_t rows, int64_t cols) {

@@ -29,10 +29,9 @@ torch::Tensor gelu_exact(const torch::Tensor& x);
 /// optimised (engine::optimized_blas()): with a reference BLAS, oneDNN's convolution is faster.
 torch::Tensor patchify_conv2d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
 
-/// Building blocks of the fused ConvNeXt MLP (convnext_mlp.h), on dense float32 rows [rows, cols],
-/// single-threaded (the caller splits rows): h[r][c] += bias[c] in place, then a = gelu(h) (exact).
-void bias_gelu_rows(float* h, const float* bias, float* a, int64_t rows, int64_t cols);
-/// g = g * gelu'(h) in place (the GELU backward), and col_sum[c] += the new g[r][c] over the rows.
+/// The GELU backward of the fused ConvNeXt MLP (convnext_mlp.h) on dense float32 rows [rows, cols],
+/// single-threaded (the caller splits rows): g = g * gelu'(h) in place (exact GELU), and
+/// col_sum[c] += the new g[r][c] over the rows (the fc1 bias gradient).
 void gelu_grad_rows(const float* h, float* g, float* col_sum, int64_t rows, int64_t cols);
 
 }  // namespace engine
