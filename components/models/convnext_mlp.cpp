@@ -164,9 +164,8 @@ struct MlpResidual : public torch::autograd::Function<MlpResidual> {
     const Shape sh{x.size(0), x.size(1), x.size(2), x.size(3)};
     torch::Tensor t_rows = rows_of(t), h, a, y;
     torch::Tensor out = forward_rows(t_rows, rows_of(x), w1, b1, w2, b2, gamma, s, sh.h * sh.w, h, a, y);
-    ctx->save_for_backward({w1, w2, gamma, s});
-    ctx->saved_data["t"] = t_rows;
-    ctx->saved_data["h"] = h;
+    ctx->save_for_backward({t, w1, w2, gamma, s});  // inputs: autograd checks nothing changed them
+    ctx->saved_data["h"] = h;  // the function's own intermediates
     ctx->saved_data["a"] = a;
     ctx->saved_data["y"] = y;
     ctx->saved_data["shape"] = std::vector<int64_t>{sh.n, sh.c, sh.h, sh.w};
@@ -175,8 +174,8 @@ struct MlpResidual : public torch::autograd::Function<MlpResidual> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto saved = ctx->get_saved_variables();
-    const torch::Tensor &w1 = saved[0], &w2 = saved[1], &gamma = saved[2], &s = saved[3];
-    torch::Tensor t_rows = ctx->saved_data["t"].toTensor(), h = ctx->saved_data["h"].toTensor();
+    const torch::Tensor &w1 = saved[1], &w2 = saved[2], &gamma = saved[3], &s = saved[4];
+    torch::Tensor t_rows = rows_of(saved[0]), h = ctx->saved_data["h"].toTensor();
     torch::Tensor a = ctx->saved_data["a"].toTensor(), y = ctx->saved_data["y"].toTensor();
     const auto v = ctx->saved_data["shape"].toIntVector();
     const Shape sh{v[0], v[1], v[2], v[3]};
