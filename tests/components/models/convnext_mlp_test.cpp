@@ -158,3 +158,22 @@ TEST_CASE("convnext_atto on real digits: fused and composed block tails train to
   MESSAGE("largest relative difference, fused vs composed: " << worst << " (" << worst_key << ")");
   CHECK(worst < 1e-4);
 }
+
+TEST_CASE("fused ConvNeXt MLP tail: the same bits with 1 and 2 threads (fixed partial sums)") {
+  // 6 x 12 x 12 = 864 rows: four chunks of the kernels' row split, shared out differently by 2 threads.
+  const Tail p = make_tail(6, 40, 12, false);
+  const torch::Tensor probe = torch::randn({6, 40, 12, 12});
+  auto fused = [&] {
+    return engine::convnext_mlp_residual(p.x, p.t, p.w1, p.b1, p.w2, p.b2, p.gamma, 0.2, true);
+  };
+  const int before = torch::get_num_threads();
+  torch::set_num_threads(1);
+  const auto one = run(p, probe, 5, fused);
+  torch::set_num_threads(2);
+  const auto two = run(p, probe, 5, fused);
+  torch::set_num_threads(before);
+  for (size_t i = 0; i < one.size(); ++i) {
+    INFO(i);
+    CHECK(torch::equal(one[i], two[i]));
+  }
+}
