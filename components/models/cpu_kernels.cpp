@@ -492,9 +492,6 @@ torch::Tensor gelu_exact(const torch::Tensor& x) {
 void gelu_grad_rows(const float* h, float* g, float* col_sum, int64_t rows, int64_t cols) {
   gelu_grad_rows_any(h, g, col_sum, rows, cols);
 }
-void gelu_grad_rows(const uint16_t* h, uint16_t* g, float* col_sum, int64_t rows, int64_t cols) {
-  gelu_grad_rows_any(h, g, col_sum, rows, cols);
-}
 
 torch::Tensor patchify_conv2d(const torch::Tensor& x, const torch::Tensor& weight,
                               const torch::Tensor& bias) {

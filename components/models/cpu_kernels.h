@@ -31,11 +31,9 @@ torch::Tensor gelu_exact(const torch::Tensor& x);
 /// optimised (engine::optimized_blas()): with a reference BLAS, oneDNN's convolution is faster.
 torch::Tensor patchify_conv2d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
 
-/// The GELU backward of the fused ConvNeXt MLP (convnext_mlp.h) on dense rows [rows, cols] of float32
-/// or bf16 (as uint16_t) memory, single-threaded (the caller splits rows): g = g * gelu'(h) in place
-/// (exact GELU, float lanes, bf16 rounded once), and col_sum[c] += the new g[r][c] as stored, over the
-/// rows (the fc1 bias gradient, summed in float).
+/// The GELU backward of the fused ConvNeXt MLP (convnext_mlp.h) on dense float32 rows [rows, cols],
+/// single-threaded (the caller splits rows): g = g * gelu'(h) in place (exact GELU), and
+/// col_sum[c] += the new g[r][c] over the rows (the fc1 bias gradient).
 void gelu_grad_rows(const float* h, float* g, float* col_sum, int64_t rows, int64_t cols);
-void gelu_grad_rows(const uint16_t* h, uint16_t* g, float* col_sum, int64_t rows, int64_t cols);
 
 }  // namespace engine
