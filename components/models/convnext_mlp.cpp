@@ -34,8 +34,8 @@ torch::Tensor as_matrix(const torch::Tensor& w) { return w.view({w.size(0), w.si
 
 // Forward tail over rows [r0, r1): out = (y * gamma) * s[sample] + x, the order of the composed
 // ops (layer scale, drop path, residual; y is fc2's output, bias included).
-ENGINE_INLINE void tail_forward_rows(const float* x, const float* y, const float* gamma, const float* s, float* out,
-                                     int64_t r0, int64_t r1, int64_t hw, int64_t c) {
+ENGINE_INLINE void tail_forward_rows(const float* x, const float* y, const float* gamma, const float* s,
+                                     float* out, int64_t r0, int64_t r1, int64_t hw, int64_t c) {
   for (int64_t r = r0; r < r1; ++r) {
     const float sr = s[r / hw];
     const float *xr = x + r * c, *yr = y + r * c;
@@ -46,8 +46,9 @@ ENGINE_INLINE void tail_forward_rows(const float* x, const float* y, const float
   }
 }
 // Backward tail over rows [r0, r1): gy = (g * s) * gamma; gb2 += gy; ggamma += (g * s) * y.
-ENGINE_INLINE void tail_backward_rows(const float* g, const float* y, const float* gamma, const float* s, float* gy,
-                                      float* gb2, float* ggamma, int64_t r0, int64_t r1, int64_t hw, int64_t c) {
+ENGINE_INLINE void tail_backward_rows(const float* g, const float* y, const float* gamma, const float* s,
+                                      float* gy, float* gb2, float* ggamma, int64_t r0, int64_t r1,
+                                      int64_t hw, int64_t c) {
   for (int64_t r = r0; r < r1; ++r) {
     const float sr = s[r / hw];
     const float *gr = g + r * c, *yr = y + r * c;
@@ -70,14 +71,14 @@ ENGINE_INLINE void tail_backward_rows(const float* g, const float* y, const floa
 }
 using TailForward = void (*)(const float*, const float*, const float*, const float*, float*, int64_t, int64_t,
                              int64_t, int64_t);
-using TailBackward = void (*)(const float*, const float*, const float*, const float*, float*, float*, float*, int64_t,
-                              int64_t, int64_t, int64_t);
-void tail_forward_generic(const float* x, const float* y, const float* gamma, const float* s, float* out, int64_t r0,
-                          int64_t r1, int64_t hw, int64_t c) {
+using TailBackward = void (*)(const float*, const float*, const float*, const float*, float*, float*, float*,
+                              int64_t, int64_t, int64_t, int64_t);
+void tail_forward_generic(const float* x, const float* y, const float* gamma, const float* s, float* out,
+                          int64_t r0, int64_t r1, int64_t hw, int64_t c) {
   tail_forward_rows(x, y, gamma, s, out, r0, r1, hw, c);
 }
-void tail_backward_generic(const float* g, const float* y, const float* gamma, const float* s, float* gy, float* gb2,
-                           float* ggamma, int64_t r0, int64_t r1, int64_t hw, int64_t c) {
+void tail_backward_generic(const float* g, const float* y, const float* gamma, const float* s, float* gy,
+                           float* gb2, float* ggamma, int64_t r0, int64_t r1, int64_t hw, int64_t c) {
   tail_backward_rows(g, y, gamma, s, gy, gb2, ggamma, r0, r1, hw, c);
 }
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -86,9 +87,10 @@ __attribute__((target("avx2,fma"))) void tail_forward_avx2(const float* x, const
                                                            int64_t hw, int64_t c) {
   tail_forward_rows(x, y, gamma, s, out, r0, r1, hw, c);
 }
-__attribute__((target("avx2,fma"))) void tail_backward_avx2(const float* g, const float* y, const float* gamma,
-                                                            const float* s, float* gy, float* gb2, float* ggamma,
-                                                            int64_t r0, int64_t r1, int64_t hw, int64_t c) {
+__attribute__((target("avx2,fma"))) void tail_backward_avx2(const float* g, const float* y,
+                                                            const float* gamma, const float* s, float* gy,
+                                                            float* gb2, float* ggamma, int64_t r0, int64_t r1,
+                                                            int64_t hw, int64_t c) {
   tail_backward_rows(g, y, gamma, s, gy, gb2, ggamma, r0, r1, hw, c);
 }
 #endif
@@ -165,7 +167,7 @@ struct MlpResidual : public torch::autograd::Function<MlpResidual> {
     torch::Tensor t_rows = rows_of(t), h, a, y;
     torch::Tensor out = forward_rows(t_rows, rows_of(x), w1, b1, w2, b2, gamma, s, sh.h * sh.w, h, a, y);
     ctx->save_for_backward({t, w1, w2, gamma, s});  // inputs: autograd checks nothing changed them
-    ctx->saved_data["h"] = h;  // the function's own intermediates
+    ctx->saved_data["h"] = h;                       // the function's own intermediates
     ctx->saved_data["a"] = a;
     ctx->saved_data["y"] = y;
     ctx->saved_data["shape"] = std::vector<int64_t>{sh.n, sh.c, sh.h, sh.w};
@@ -225,10 +227,11 @@ torch::Tensor convnext_mlp_residual(const torch::Tensor& x, const torch::Tensor&
                                     const torch::Tensor& b1, const torch::Tensor& w2, const torch::Tensor& b2,
                                     const torch::Tensor& gamma, double drop_path, bool training) {
   const int64_t c = x.dim() == 4 ? x.size(1) : -1;
-  const bool applies = !switched_off("ENGINE_FUSED_MLP") && channels_last_float(x) && channels_last_float(t) &&
-                       t.sizes() == x.sizes() && w1.dim() >= 2 && w1.size(1) == c && w2.dim() >= 2 &&
-                       w2.size(0) == c && w2.size(1) == w1.size(0) && w1.is_contiguous() && w2.is_contiguous() &&
-                       b1.numel() == w1.size(0) && b2.numel() == c && gamma.numel() == c;
+  const bool applies = !switched_off("ENGINE_FUSED_MLP") && channels_last_float(x) &&
+                       channels_last_float(t) && t.sizes() == x.sizes() && w1.dim() >= 2 && w1.size(1) == c &&
+                       w2.dim() >= 2 && w2.size(0) == c && w2.size(1) == w1.size(0) && w1.is_contiguous() &&
+                       w2.is_contiguous() && b1.numel() == w1.size(0) && b2.numel() == c &&
+                       gamma.numel() == c;
   if (!applies) return {};
   for (const auto* p : {&w1, &b1, &w2, &b2, &gamma})
     if (!cpu_float(*p) || !p->is_contiguous()) return {};

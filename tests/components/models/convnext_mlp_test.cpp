@@ -66,9 +66,11 @@ std::vector<torch::Tensor> run(const Tail& p, const torch::Tensor& probe, uint64
 
 }  // namespace
 
-TEST_CASE("fused ConvNeXt MLP tail: output and every gradient as the composed ops, the same drop-path draws") {
+TEST_CASE(
+    "fused ConvNeXt MLP tail: output and every gradient as the composed ops, the same drop-path draws") {
   const char* names[] = {"out", "x", "t", "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "gamma"};
-  // C = 10: channel counts off the 8- and 16-lane widths (the kernels' tails); C = 40: convnext_atto's stage 0.
+  // C = 10: channel counts off the 8- and 16-lane widths (the kernels' tails); C = 40: convnext_atto's stage
+  // 0.
   for (int64_t c : {10, 40}) {
     for (bool conv : {false, true}) {
       const Tail p = make_tail(6, c, 5, conv);
@@ -96,7 +98,8 @@ TEST_CASE("fused ConvNeXt MLP tail: output and every gradient as the composed op
       }
       // Evaluation (no gradients recorded): the same output, no drop path.
       torch::NoGradGuard no_grad;
-      torch::Tensor eval = engine::convnext_mlp_residual(p.x, p.t, p.w1, p.b1, p.w2, p.b2, p.gamma, 0.5, false);
+      torch::Tensor eval =
+          engine::convnext_mlp_residual(p.x, p.t, p.w1, p.b1, p.w2, p.b2, p.gamma, 0.5, false);
       CHECK(rel_diff(eval, composed(p, 0.5, false)) < 1e-5);
     }
   }
@@ -117,7 +120,8 @@ TEST_CASE("fused ConvNeXt MLP tail: where it does not apply it returns nothing a
   const torch::Tensor x = p.x.detach().contiguous(), t = p.t.detach().contiguous();
   CHECK(next_draw(3, [&] { CHECK(!call(x, t).defined()); }) == untouched);
   // bf16 activations (autocast's domain).
-  CHECK(next_draw(3, [&] { CHECK(!call(p.x.to(torch::kBFloat16), p.t.to(torch::kBFloat16)).defined()); }) == untouched);
+  CHECK(next_draw(3, [&] { CHECK(!call(p.x.to(torch::kBFloat16), p.t.to(torch::kBFloat16)).defined()); }) ==
+        untouched);
   // ENGINE_FUSED_MLP=0: the composed ops, to compare (README).
   setenv("ENGINE_FUSED_MLP", "0", 1);
   CHECK(next_draw(3, [&] { CHECK(!call(p.x, p.t).defined()); }) == untouched);
