@@ -157,6 +157,11 @@ struct DepthwiseSame : public torch::autograd::Function<DepthwiseSame> {
 // 16-wide AVX-512, about the 0.5-0.6 ns/element that only streaming x, dy and the result through
 // L3 costs; the division is not the limit (a reciprocal estimate + Newton step measured the same).
 template <int W>
+struct Vec {
+  typedef float f __attribute__((vector_size(W * 4)));
+  typedef int32_t i __attribute__((vector_size(W * 4)));
+};
+template <int W>
 ENGINE_INLINE typename Vec<W>::f exp_nonpositive(typename Vec<W>::f a) {  // Cephes expf, a in [-87, 0]
   using F = typename Vec<W>::f;
   using I = typename Vec<W>::i;
@@ -191,6 +196,45 @@ ENGINE_INLINE void normal_cdf_pdf(typename Vec<W>::f x, typename Vec<W>::f& cdf,
   const F q = poly * e;
   cdf = x < 0.f ? 0.5f * q : 1.0f - 0.5f * q;
   pdf = e * 0.3989422804f;
+}
+
+// W float lanes from and to the memory of a float32 tensor...
+template <int W>
+ENGINE_INLINE typename Vec<W>::f load_lanes(const float* p) {
+  typename Vec<W>::f f;
+  std::memcpy(&f, p, sizeof f);
+  return f;
+}
+template <int W>
+ENGINE_INLINE void store_lanes(float* p, typename Vec<W>::f f) {
+  std::memcpy(p, &f, sizeof f);
+}
+// ...or of a bf16 one (the MLP's hidden activations under bf16 autocast: convnext.cpp), through the
+// same float lanes: widening is exact (a bf16 is the top half of a float), narrowing rounds to
+// nearest even as c10::BFloat16 does, NaN stays NaN. So the result is the float GELU rounded once.
+template <int W>
+struct Bf16 {
+  typedef uint16_t h __attribute__((vector_size(W * 2)));
+  typedef uint32_t u __attribute__((vector_size(W * 4)));
+};
+template <int W>
+ENGINE_INLINE typename Vec<W>::f load_lanes(const uint16_t* p) {  // bf16 -> float, exact
+  typename Bf16<W>::h h;
+  std::memcpy(&h, p, sizeof h);
+  const typename Bf16<W>::u u = __builtin_convertvector(h, typename Bf16<W>::u) << 16;
+  typename Vec<W>::f f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+template <int W>
+ENGINE_INLINE void store_lanes(uint16_t* p, typename Vec<W>::f f) {  // float -> bf16, nearest even
+  using U = typename Bf16<W>::u;
+  U u;
+  std::memcpy(&u, &f, sizeof u);
+  U r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  r = (u & 0x7FFFFFFFu) > 0x7F800000u ? U{} + 0x7FC0u : r;
+  const typename Bf16<W>::h h = __builtin_convertvector(r, typename Bf16<W>::h);
+  std::memcpy(p, &h, sizeof h);
 }
 
 // out[i] = f(x[i], dy[i]) for W lanes at a time (T: float, or bf16 as uint16_t); the tail goes
@@ -260,61 +304,32 @@ bool has_avx512() { return __builtin_cpu_supports("avx512f") && __builtin_cpu_su
 #endif
 
 // ---- GELU backward on GEMM rows, with the bias gradient (convnext_mlp.h's fused MLP) ------------
-// g = g * gelu'(h) in place, and col_sum[c] += the new g over the rows (the fc1 bias gradient) in
-// the same pass. cols: any; W-lane blocks, then scalar lanes.
-template <int W, class T>
-ENGINE_INLINE void gelu_grad_rows_w(const T* h, T* g, float* col_sum, int64_t rows, int64_t cols) {
-  using F = typename Vec<W>::f;
-  auto op = [](F v, F d) __attribute__((always_inline)) {
-    F cdf, pdf;
-    normal_cdf_pdf<W>(v, cdf, pdf);
-    return d * (cdf + v * pdf);
-  };
+// Row by row: g = g * gelu'(h) in place (gelu_grad_span), then col_sum += that row while it is in L1.
+template <int W>
+ENGINE_INLINE void gelu_grad_rows_w(const float* h, float* g, float* col_sum, int64_t rows, int64_t cols) {
   const int64_t full = cols / W * W;
   for (int64_t r = 0; r < rows; ++r) {
-    const T* hr = h + r * cols;
-    T* gr = g + r * cols;
-    for (int64_t i = 0; i < full; i += W) {
-      store_lanes<W>(gr + i, op(load_lanes<W>(hr + i), load_lanes<W>(gr + i)));
-      // The sum of what was stored (bf16: the rounded values, as a column sum of the tensor gives).
+    float* gr = g + r * cols;
+    gelu_grad_span<W>(h + r * cols, gr, gr, cols);
+    for (int64_t i = 0; i < full; i += W)
       store_lanes<W>(col_sum + i, load_lanes<W>(col_sum + i) + load_lanes<W>(gr + i));
-    }
-    for (int64_t i = full; i < cols; ++i) {
-      T hb[W] = {}, db[W] = {};
-      hb[0] = hr[i];
-      db[0] = gr[i];
-      store_lanes<W>(db, op(load_lanes<W>(hb), load_lanes<W>(db)));
-      gr[i] = db[0];
-      col_sum[i] += load_lanes<W>(db)[0];
-    }
+    for (int64_t i = full; i < cols; ++i) col_sum[i] += gr[i];
   }
 }
-template <class T>
-using GeluGradRows = void (*)(const T*, T*, float*, int64_t, int64_t);
-template <class T>
-void gelu_grad_rows_generic(const T* h, T* g, float* s, int64_t rows, int64_t cols) {
+using GeluGradRows = void (*)(const float*, float*, float*, int64_t, int64_t);
+void gelu_grad_rows_generic(const float* h, float* g, float* s, int64_t rows, int64_t cols) {
   gelu_grad_rows_w<8>(h, g, s, rows, cols);
 }
 #if defined(__x86_64__) && defined(__GNUC__)
-template <class T>
-__attribute__((target("avx2,fma"))) void gelu_grad_rows_avx2(const T* h, T* g, float* s, int64_t rows, int64_t cols) {
+__attribute__((target("avx2,fma"))) void gelu_grad_rows_avx2(const float* h, float* g, float* s, int64_t rows,
+                                                             int64_t cols) {
   gelu_grad_rows_w<8>(h, g, s, rows, cols);
 }
-template <class T>
-__attribute__((target("avx512f,avx512bw"))) void gelu_grad_rows_avx512(const T* h, T* g, float* s, int64_t rows,
-                                                                      int64_t cols) {
+__attribute__((target("avx512f,avx512bw"))) void gelu_grad_rows_avx512(const float* h, float* g, float* s,
+                                                                      int64_t rows, int64_t cols) {
   gelu_grad_rows_w<16>(h, g, s, rows, cols);
 }
 #endif
-template <class T>
-void gelu_grad_rows_any(const T* h, T* g, float* col_sum, int64_t rows, int64_t cols) {
-  GeluGradRows<T> kernel = &gelu_grad_rows_generic<T>;
-#if defined(__x86_64__) && defined(__GNUC__)
-  if (has_avx512()) kernel = &gelu_grad_rows_avx512<T>;
-  else if (has_avx2()) kernel = &gelu_grad_rows_avx2<T>;
-#endif
-  kernel(h, g, col_sum, rows, cols);
-}
 
 // Runs kernel over the memory of dense tensors a, b (same strides, b may be undefined) into a new
 // tensor of a's layout.
@@ -490,7 +505,12 @@ torch::Tensor gelu_exact(const torch::Tensor& x) {
 }
 
 void gelu_grad_rows(const float* h, float* g, float* col_sum, int64_t rows, int64_t cols) {
-  gelu_grad_rows_any(h, g, col_sum, rows, cols);
+  GeluGradRows kernel = &gelu_grad_rows_generic;
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (has_avx512()) kernel = &gelu_grad_rows_avx512;
+  else if (has_avx2()) kernel = &gelu_grad_rows_avx2;
+#endif
+  kernel(h, g, col_sum, rows, cols);
 }
 
 torch::Tensor patchify_conv2d(const torch::Tensor& x, const torch::Tensor& weight,
