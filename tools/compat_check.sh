@@ -1,26 +1,90 @@
 #!/usr/bin/env bash
-# Compiles every translation unit of a configured build (the engine, its tests, examples, bench)
-# against LibTorch 2.x's headers with CUDA and NCCL on, syntax only: the CUDA/NCCL branches and the
-# TORCH_VERSION >= 2.x branches that the Debian 12 build (LibTorch 1.13, CPU) never compiles.
-# A GPU machine is lent rarely and briefly (tools/gpu_check.sh); a compile error found there costs
-# that session's device time, found here it costs nothing.
+# The engine against LibTorch 2.x, on a machine with Debian 12's LibTorch 1.13 and no GPU. Two checks:
 #
-# The headers: Debian trixie's libtorch-cuda-dev (LibTorch 2.6, built with CUDA and NCCL), fetched
-# with apt into a private cache (no root, the system's apt state untouched) and unpacked with
-# dpkg -x. CUDA's and NCCL's headers: /usr/local/cuda/include, else $CUDA_HOME/include (c10/cuda
-# includes cuda_runtime_api.h); without them only the 2.x CPU paths are checked, with a warning.
+#   tools/compat_check.sh [build-dir]        every translation unit of a configured build (the engine,
+#       its tests, examples, bench; default build/) compiled, syntax only, against LibTorch 2.x's headers
+#       with CUDA and NCCL on: the CUDA/NCCL branches and the TORCH_VERSION >= 2 branches the 1.13 build
+#       never compiles (~5 min on 2 cores; CI runs it). A GPU machine is lent rarely and briefly
+#       (tools/gpu_check.sh): a compile error found there costs its device time, found here nothing.
+#   tools/compat_check.sh --run [dir] [ctest args]   the whole tree built against LibTorch 2.x (CPU)
+#       in dir (default build-torch2/) and ctest run there: 2.x's behaviour, not only its API.
 #
-# Usage: tools/compat_check.sh [build-dir]     (default: build; configured by tools/setup.sh)
-# Env:   JOBS (default: nproc), ENGINE_COMPAT_CACHE (default: ~/.cache/engine/libtorch-compat),
-#        ONLY=<regex>: only the TUs whose path, or whose unity batch's list of sources, matches
+# LibTorch 2.x: Debian trixie's (2.6), fetched with apt into a private cache (the system's apt state
+# untouched, nothing installed) and unpacked with dpkg -x. --headers: libtorch-cuda-dev alone (built
+# with CUDA and NCCL); CUDA's and NCCL's headers from /usr/local/cuda/include or $CUDA_HOME/include
+# (without them only the 2.x CPU paths are checked, with a warning). --run: libtorch-dev and
+# libgloo-dev with every package they depend on, trixie's glibc and libstdc++ included (~180 MB);
+# the binaries get trixie's dynamic loader and a search path of trixie's libraries, then Debian
+# 12's (OpenCV, TOML++, OpenBLAS: trixie's libblas3 is unpacked without its alternatives link, so
+# libblas.so.3 resolves to Debian 12's OpenBLAS).
+#
+# Env: JOBS (default: nproc), ENGINE_COMPAT_CACHE (default: ~/.cache/engine/libtorch-compat),
+#      ONLY=<regex> (headers): only the TUs whose path, or whose unity batch's list of sources, matches
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD=${1:-build}
+MODE=headers
+if [ "${1:-}" = "--run" ]; then MODE=run; shift; fi
 JOBS=${JOBS:-$(nproc)}
 CACHE=${ENGINE_COMPAT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/engine/libtorch-compat}
 SUITE=trixie
-PACKAGE=libtorch-cuda-dev
 
+# unpack <root> <apt verb> <packages...>: the .deb files apt's <verb> fetches, unpacked into <root>, once.
+# "download" fetches the packages alone; "install" with an empty dpkg status fetches their whole closure.
+unpack() {
+  local root=$1 verb=$2; shift 2
+  [ -f "$root/.done" ] && return 0
+  local dir=$root.apt
+  rm -rf "$root"; mkdir -p "$dir/lists/partial" "$dir/archives/partial" "$root"
+  echo "deb http://deb.debian.org/debian $SUITE main contrib" > "$dir/sources.list"
+  : > "$dir/status"
+  local apt=(-o Dir::Etc::sourcelist="$dir/sources.list" -o Dir::Etc::sourceparts=- -o Dir::State::Lists="$dir/lists"
+             -o Dir::State::status="$dir/status" -o Dir::Cache="$dir" -o Dir::Cache::archives="$dir/archives"
+             -o APT::Get::List-Cleanup=0 -o APT::Install-Recommends=0 -o Debug::NoLocking=1
+             -o APT::Sandbox::User="$(id -un)")
+  echo "compat_check: fetching $* from Debian $SUITE"
+  apt-get -q "${apt[@]}" update >/dev/null
+  if [ "$verb" = download ]; then
+    (cd "$dir/archives" && apt-get -q "${apt[@]}" download "$@" >/dev/null)
+    for p in "$@"; do dpkg -x "$(ls "$dir"/archives/"${p}"_*.deb)" "$root"; done
+  else
+    apt-get -q -y "${apt[@]}" install --download-only "$@" >/dev/null
+    for d in "$dir"/archives/*.deb; do dpkg -x "$d" "$root"; done
+  fi
+  (cd "$dir/archives" && ls "${1}"_*.deb) > "$root/.done"
+}
+torch_version() {
+  sed -n 's/^#define TORCH_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)/\2/p' "$1/torch/csrc/api/include/torch/version.h" | paste -sd.
+}
+
+if [ "$MODE" = run ]; then
+  BUILD=${1:-build-torch2}; [ $# -gt 0 ] && shift
+  ROOT=$CACHE/runtime
+  unpack "$ROOT" install libtorch-dev libgloo-dev
+  LIB=$ROOT/usr/lib/x86_64-linux-gnu
+  # A prefix that holds only LibTorch's and Gloo's headers (trixie's glibc headers must not reach the
+  # compiler: Debian 12's libc is what the binaries link against) and links to every library.
+  PREFIX=$CACHE/prefix
+  if [ ! -f "$PREFIX/.done" ]; then
+    rm -rf "$PREFIX"; mkdir -p "$PREFIX/usr/include" "$PREFIX/usr/lib/x86_64-linux-gnu"
+    for p in libtorch-dev libgloo-dev; do
+      dpkg-deb -c "$(ls "$ROOT".apt/archives/${p}_*.deb)" | awk '{print $6}' | sed -n 's|^\./usr/include/\([^/]*\).*|\1|p'
+    done | sort -u | while read -r h; do ln -s "$ROOT/usr/include/$h" "$PREFIX/usr/include/$h"; done
+    for f in "$LIB"/*; do ln -s "$f" "$PREFIX/usr/lib/x86_64-linux-gnu/"; done
+    touch "$PREFIX/.done"
+  fi
+  PL=$PREFIX/usr/lib/x86_64-linux-gnu
+  echo "compat_check: LibTorch $(torch_version "$ROOT/usr/include") ($(cat "$ROOT/.done")), CPU, build in $BUILD"
+  # find_package(Torch) searches the system's 1.13 before its own folder: every path given.
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTorch_DIR="$PL/cmake/Torch" -DCaffe2_DIR="$PL/cmake/Caffe2" \
+    -DTORCH_LIBRARY="$PL/libtorch.so" -Dc10_LIBRARY="$PL/libc10.so" -DENGINE_GLOO_INCLUDE_DIR="$PREFIX/usr/include" \
+    "-DCMAKE_EXE_LINKER_FLAGS=-Wl,--allow-shlib-undefined -Wl,-rpath-link,$LIB -Wl,--dynamic-linker=$LIB/ld-linux-x86-64.so.2 -Wl,--disable-new-dtags -Wl,-rpath,$LIB:/usr/lib/x86_64-linux-gnu" >/dev/null
+  cmake --build "$BUILD" -j"$JOBS"
+  "$BUILD/engine" --version
+  ctest --test-dir "$BUILD" --output-on-failure -j"$JOBS" "$@"
+  exit 0
+fi
+
+BUILD=${1:-build}
 [ -f "$BUILD/compile_commands.json" ] || { echo "compat_check: $BUILD/compile_commands.json missing: run tools/setup.sh $BUILD first" >&2; exit 2; }
 CUDA_INC=""
 for d in /usr/local/cuda/include "${CUDA_HOME:-/nonexistent}/include"; do
@@ -35,23 +99,11 @@ else
   [ -n "$NCCL_INC" ] || echo "compat_check: warning: no nccl.h: engine/accelerator/nccl_collectives.cpp compiles its stub only"
 fi
 
-# 1. LibTorch 2.x headers, once per cache.
-ROOT=$CACHE/root
-if [ ! -f "$ROOT/.done" ]; then
-  rm -rf "$CACHE"; mkdir -p "$CACHE/lists/partial" "$CACHE/archives/partial" "$ROOT"
-  echo "deb http://deb.debian.org/debian $SUITE main contrib" > "$CACHE/sources.list"
-  APT=(-o Dir::Etc::sourcelist="$CACHE/sources.list" -o Dir::Etc::sourceparts=- -o Dir::State::Lists="$CACHE/lists"
-       -o Dir::Cache="$CACHE" -o Dir::Cache::archives="$CACHE/archives" -o APT::Get::List-Cleanup=0
-       -o Debug::NoLocking=1 -o APT::Sandbox::User="$(id -un)")
-  echo "compat_check: fetching $PACKAGE from Debian $SUITE"
-  apt-get -q "${APT[@]}" update >/dev/null
-  (cd "$CACHE/archives" && apt-get -q "${APT[@]}" download "$PACKAGE" >/dev/null)
-  deb=$(ls "$CACHE"/archives/${PACKAGE}_*.deb)
-  dpkg -x "$deb" "$ROOT"
-  basename "$deb" > "$ROOT/.done"
-fi
+# 1. LibTorch 2.x headers with CUDA, once per cache.
+ROOT=$CACHE/headers
+unpack "$ROOT" download libtorch-cuda-dev
 INC=$ROOT/usr/include
-VERSION=$(sed -n 's/^#define TORCH_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)/\2/p' "$INC/torch/csrc/api/include/torch/version.h" | paste -sd.)
+VERSION=$(torch_version "$INC")
 echo "compat_check: LibTorch $VERSION headers ($(cat "$ROOT/.done")), CUDA ${CUDA_INC:-none}${NCCL_INC:+, NCCL $NCCL_INC}, $JOBS jobs"
 
 # 2. Each compile command, rewritten: 2.x's include dirs before Debian's 1.13 ones, USE_C10D_NCCL (what

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/version.h>
 
 namespace engine::process_group_detail {
 
@@ -44,6 +45,17 @@ c10::intrusive_ptr<c10d::Store> connect_store(const WorldInfo& world, std::chron
   so.numWorkers = static_cast<std::size_t>(world.world_size);
   so.waitWorkers = true;  // rank 0 returns only once all ranks joined (or throws after timeout)
   so.timeout = store_timeout;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 2)
+  // 2.4+ asks for the libuv server by default; a LibTorch built without libuv (Debian's 2.6) then
+  // throws "use_libuv was requested but PyTorch was build without libuv support" on every rank:
+  // such a build still has the classic server, so ask again for that one.
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(world.master_addr, so);
+  } catch (const std::exception& e) {
+    if (!so.useLibUV || reason(e).find("without libuv") == std::string::npos) throw;
+    so.useLibUV = false;
+  }
+#endif
   return c10::make_intrusive<c10d::TCPStore>(world.master_addr, so);
 }
 

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <thread>
 #include <utility>
 
 #include "engine/core/cpu_threads.h"
@@ -225,18 +226,26 @@ int launch(const std::function<void()>& fn, int num_processes, const LaunchOptio
       for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
       int code = 0;
       std::string what;
-      try {
-        fn();
-      } catch (const UserError& e) {  // bad input stays bad input (exit 2) across the fork
-        what = e.what();
-        code = 2;
-      } catch (const std::exception& e) {
-        what = e.what();
-        code = 1;
-      } catch (...) {
-        what = "unknown exception (not derived from std::exception)";
-        code = 1;
-      }
+      // GNU libgomp is not fork-safe: the child inherits the OpenMP thread pool of the thread that
+      // forked as a record of threads that do not exist here, and that thread's next parallel
+      // region waits for them forever (seen with LibTorch 2.6, which runs ops on every core by
+      // default; Debian's 1.13 starts with one thread, so its parent had no pool). A pool belongs
+      // to the thread that started it: fn runs on a new thread, whose first parallel region starts
+      // a pool of its own.
+      std::thread([&] {
+        try {
+          fn();
+        } catch (const UserError& e) {  // bad input stays bad input (exit 2) across the fork
+          what = e.what();
+          code = 2;
+        } catch (const std::exception& e) {
+          what = e.what();
+          code = 1;
+        } catch (...) {
+          what = "unknown exception (not derived from std::exception)";
+          code = 1;
+        }
+      }).join();
       if (code != 0) {
         std::cerr << "rank " << rank << ": " << what << std::endl;
         launcher_detail::write_report(fds[1], what);

@@ -46,12 +46,16 @@ using engine::test::write_text;
 }  // namespace
 
 TEST_CASE("gloo all_reduce_sum: exact sums of rank-dependent tensors, several dtypes") {
-  // The parent runs OpenMP-parallel ops first: forked workers must still compute (no pool hang).
+  // The parent runs OpenMP-parallel ops on 2 threads first (LibTorch 2.x's default is every core;
+  // Debian's 1.13 starts with 1): forked workers, 2 threads each, must still compute (no pool hang).
+  const int threads_before = torch::get_num_threads();
+  torch::set_num_threads(2);
   torch::Tensor warm =
       (torch::ones({4000000}) * 2).sum() + torch::rand({256, 256}).mm(torch::rand({256, 256})).sum();
   CHECK(warm.item<double>() > 8000000);
   CHECK_NOTHROW(on_two_gloo_ranks([](engine::Collectives& c) {
     const int r = c.rank();
+    torch::set_num_threads(2);
     auto make = [](int rank) {
       return std::vector<torch::Tensor>{
           torch::arange(640, torch::kFloat).reshape({64, 10}) * (rank + 1),
@@ -84,6 +88,7 @@ TEST_CASE("gloo all_reduce_sum: exact sums of rank-dependent tensors, several dt
     c.all_reduce_sum(none);
     c.barrier();
   }));
+  torch::set_num_threads(threads_before);
 }
 
 TEST_CASE("gloo all_gather: unequal dim 0 comes back in rank order, trimmed") {
