@@ -39,7 +39,7 @@ unpack() {
   : > "$dir/status"
   local apt=(-o Dir::Etc::sourcelist="$dir/sources.list" -o Dir::Etc::sourceparts=- -o Dir::State::Lists="$dir/lists"
              -o Dir::State::status="$dir/status" -o Dir::Cache="$dir" -o Dir::Cache::archives="$dir/archives"
-             -o APT::Get::List-Cleanup=0 -o APT::Install-Recommends=0 -o Debug::NoLocking=1
+             -o APT::Get::List-Cleanup=0 -o APT::Install-Recommends=0 -o Debug::NoLocking=1 -o Acquire::Retries=3
              -o APT::Sandbox::User="$(id -un)")
   echo "compat_check: fetching $* from Debian $SUITE"
   apt-get -q "${apt[@]}" update >/dev/null
