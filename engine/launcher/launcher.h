@@ -45,7 +45,10 @@ int launch_processes(const LaunchOptions& options, const std::vector<std::string
 /// Accelerate's notebook_launcher for C++ callers: runs `fn` on `num_processes` forked workers
 /// (options.nproc_per_node is ignored; the other fields apply as above, port 0 = a free port).
 /// Each worker sets the environment above with setenv() before calling fn, so fn can build an
-/// Accelerator exactly as `engine run` does. An exception escaping fn is printed by the worker as
+/// Accelerator exactly as `engine run` does. In each worker fn runs on a thread of its own (an
+/// OpenMP pool inherited across fork would hang it), so thread-local state of the caller (grad
+/// mode, autocast) is not inherited: fn starts with LibTorch's defaults, as a fresh process would.
+/// An exception escaping fn is printed by the worker as
 /// "rank R: <what>" on stderr and makes it exit 1.
 /// Returns 0 when every worker succeeded; otherwise throws engine::RunError
 /// "rank R failed: <what>" (or "... killed by signal SIGKILL") naming the first failing rank --
