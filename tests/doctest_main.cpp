@@ -2,6 +2,9 @@
 #include <doctest/doctest.h>
 
 #include <cstdlib>
+#include <string>
+
+#include "tests/support/paths.h"
 
 int main(int argc, char** argv) {
   // Shipped recipes may ask `engine run` for an automatic layout ([accelerator] processes = 0),
@@ -13,5 +16,10 @@ int main(int argc, char** argv) {
   // tests side by side must not each take every core.
   setenv("ENGINE_THREADS", "1", 0);
   doctest::Context context(argc, argv);
-  return context.run();
+  const int result = context.run();
+  // A full ctest run made ~5 GB of run directories (checkpoints, a 189 MB convnext_small) and left
+  // them all in /tmp: the disk filled after a dozen runs. Passing test processes clean up.
+  const char* keep = std::getenv("ENGINE_TEST_KEEP");
+  if (result == 0 && !(keep && std::string(keep) == "1")) engine::test::remove_temp_dirs();
+  return result;
 }

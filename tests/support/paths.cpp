@@ -2,8 +2,11 @@
 
 #include <doctest/doctest.h>
 
-#include <filesystem>
 #include <unistd.h>
+
+#include <filesystem>
+#include <system_error>
+#include <vector>
 
 namespace fs = std::filesystem;
 
@@ -19,11 +22,25 @@ std::string mnist_file(const std::string& name) {
   return p;
 }
 
+namespace {
+std::vector<fs::path>& made_dirs() {
+  static std::vector<fs::path> dirs;
+  return dirs;
+}
+}  // namespace
+
 std::string temp_dir(const std::string& tag) {
   fs::path p = fs::temp_directory_path() / ("engine_test_" + tag + "_" + std::to_string(getpid()));
   fs::remove_all(p);
   fs::create_directories(p);
+  made_dirs().push_back(p);
   return p.string();
+}
+
+void remove_temp_dirs() {
+  std::error_code ec;  // best effort: a directory a test already removed is fine
+  for (const auto& p : made_dirs()) fs::remove_all(p, ec);
+  made_dirs().clear();
 }
 
 }  // namespace engine::test

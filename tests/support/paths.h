@@ -16,6 +16,10 @@ inline constexpr const char* kSmallMnistRun =
     " --set data.split.max_train=384 --set data.split.max_valid=200 --set train.epochs=2"
     " --set predict.limit=300 --set data.batch_size=32";
 /// A fresh empty directory in the system temp dir, named by tag and pid (emptied on each call).
+/// Removed when the test process ends with every test case passed (tests/doctest_main.cpp); kept
+/// for a look when one failed, or always with ENGINE_TEST_KEEP=1.
 std::string temp_dir(const std::string& tag);
+/// Removes every directory temp_dir() made in this process.
+void remove_temp_dirs();
 
 }  // namespace engine::test
