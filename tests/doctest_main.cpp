@@ -2,8 +2,8 @@
 #include <doctest/doctest.h>
 
 #include <cstdlib>
-#include <string>
 
+#include "engine/core/env.h"
 #include "tests/support/paths.h"
 
 int main(int argc, char** argv) {
@@ -19,7 +19,6 @@ int main(int argc, char** argv) {
   const int result = context.run();
   // A full ctest run made ~5 GB of run directories (checkpoints, a 189 MB convnext_small) and left
   // them all in /tmp: the disk filled after a dozen runs. Passing test processes clean up.
-  const char* keep = std::getenv("ENGINE_TEST_KEEP");
-  if (result == 0 && !(keep && std::string(keep) == "1")) engine::test::remove_temp_dirs();
+  if (result == 0 && !engine::env_is_one("ENGINE_TEST_KEEP")) engine::test::remove_temp_dirs();
   return result;
 }

@@ -10,7 +10,7 @@
 #       in dir (default build-torch2/) and ctest run there: 2.x's behaviour, not only its API.
 #
 # LibTorch 2.x: Debian trixie's (2.6), fetched with apt into a private cache (the system's apt state
-# untouched, nothing installed) and unpacked with dpkg -x. --headers: libtorch-cuda-dev alone (built
+# untouched, nothing installed) and unpacked with dpkg -x. The header check: libtorch-cuda-dev alone (built
 # with CUDA and NCCL); CUDA's and NCCL's headers from /usr/local/cuda/include or $CUDA_HOME/include
 # (without them only the 2.x CPU paths are checked, with a warning). --run: libtorch-dev and
 # libgloo-dev with every package they depend on, trixie's glibc and libstdc++ included (~180 MB);
