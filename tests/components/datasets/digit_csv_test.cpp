@@ -52,8 +52,7 @@ TEST_CASE("digit_csv loads the real MNIST train.csv: 8000 labeled 28x28 uint8 di
   auto t0 = std::chrono::steady_clock::now();
   DigitCsv ds(csv_opts(path));
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  MESSAGE("loaded " << ds.describe() << " in " << ms << " ms");
-  CHECK(ms < 1000);
+  MESSAGE("loaded " << ds.describe() << " in " << ms << " ms");  // speed is bench/'s job, never asserted here
   REQUIRE(ds.size() == 8000);
   CHECK(ds.labeled());
   CHECK(ds.num_classes() == 10);

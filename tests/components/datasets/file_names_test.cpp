@@ -98,8 +98,7 @@ TEST_CASE("file_names on data/digits_png (datasets/make_digit_pngs.sh): 8000 dig
   auto t0 = std::chrono::steady_clock::now();
   FileNames ds(by_regex(root));  // recursive: the images/ folder
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  MESSAGE("built (listed, read, decoded) " << ds.describe() << " in " << ms << " ms");
-  CHECK(ms < 10000);  // ~0.5 s on 2 cores; this bounds a gross regression only
+  MESSAGE("built (listed, read, decoded) " << ds.describe() << " in " << ms << " ms");  // speed is bench/'s job
   REQUIRE(ds.size() == 8000);
   CHECK(ds.class_names() == kDigits);
   CHECK(ds.describe() == "file_names " + root + ": 8,000 images, 10 classes, gray");
