@@ -161,6 +161,12 @@ print(table)
 torch_v = sh("dpkg-query -W -f '${Version}' libtorch1.13 2>/dev/null || true")
 py_torch = sh("/usr/bin/python3 -c 'import torch; print(torch.__version__)'")
 cpu = sh("lscpu | sed -n 's/^Model name: *//p'")
+# "AMD EPYC" names several machines here (Zen 1 to Zen 4): family/model and the vector ISA tell them apart.
+cpuinfo = open("/proc/cpuinfo").read()
+field = lambda k: next((l.split(":", 1)[1].strip() for l in cpuinfo.splitlines() if l.split(":")[0].strip() == k), "?")
+flags = field("flags").split()
+isa = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
+cpu += f", family {field('cpu family')} model {field('model')}, {' '.join(isa) or 'no AVX2'}"
 rev = sh("git rev-parse --short HEAD") + (" (working tree modified)" if sh("git status --porcelain") else "")
 md = [f"# mnist_convnext: {'engine launch -n 2 vs engine run' if ddp else 'engine vs PyTorch-eager peer'} ({os.path.basename(report)[:10]})",
       "",
