@@ -8,7 +8,6 @@
 #include <optional>
 
 #include "components/models/convnext.h"
-#include "engine/accelerator/bf16_emulation.h"
 #include "engine/core/errors.h"
 #include "engine/io/weights.h"
 #include "tests/components/models/autocast_cpu.h"
@@ -88,10 +87,6 @@ TEST_CASE("bf16 autocast forward runs on CPU and stays close to fp32") {
 }
 
 TEST_CASE("bf16 autocast on CPU: the residual stream stays float32 and gradients stay close to fp32's") {
-  // What the Accelerator installs for bf16 on a CPU without avx512bw (a no-op where oneDNN's bf16
-  // kernels are native): the numbers a run gets. Without it, LibTorch 1.13's reference bf16 GEMMs
-  // accumulate in bf16 (lowest cosine 0.9986 on an AVX2 AMD EPYC).
-  engine::install_bf16_emulation();
   auto m = seeded(4, opts(1, 10));
   {
     // Layer scales as a trained model has them (timm's start at 1e-6, where every block's gradient
