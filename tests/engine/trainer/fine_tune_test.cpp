@@ -134,19 +134,33 @@ TEST_CASE("accumulate_steps = 2 at batch 32 trains the same weights as batch 64"
   // The same bound fails for plain batch-32 steps: the comparison can tell them apart.
   auto c = run_engine("run " + write_recipe(plain, "convnext_atto", common) + " --set data.batch_size=32");
   REQUIRE_MESSAGE(c.exit_code == 0, c.output);
-  auto worst_diff = [](const std::string& x, const std::string& y) {
-    auto wx = tensors(x + "/run/model.safetensors"), wy = tensors(y + "/run/model.safetensors");
-    double worst = 0;
-    for (const auto& [k, v] : wx) worst = std::max(worst, (v - wy.at(k)).abs().max().item<double>());
-    return worst;
+  struct Diff {
+    double max = 0, rms = 0;
   };
-  const double accumulated = worst_diff(d64, d32), unaccumulated = worst_diff(d64, plain);
-  MESSAGE("max |w64 - w32x2| = " << accumulated << ", max |w64 - w32| = " << unaccumulated);
-  // The same samples and the same mean gradient per step: only summation order differs, which
-  // Adam's normalisation amplifies on near-zero gradients (measured 7.7e-6 after 3 steps, vs
-  // 5.9e-3 for un-accumulated batch-32 steps).
-  CHECK(accumulated < 5e-5);
-  CHECK(unaccumulated > 1e-3);
+  auto diff = [](const std::string& x, const std::string& y) {
+    auto wx = tensors(x + "/run/model.safetensors"), wy = tensors(y + "/run/model.safetensors");
+    Diff d;
+    double squares = 0, count = 0;
+    for (const auto& [k, v] : wx) {
+      const auto delta = (v - wy.at(k)).to(torch::kDouble);
+      d.max = std::max(d.max, delta.abs().max().item<double>());
+      squares += delta.pow(2).sum().item<double>();
+      count += static_cast<double>(delta.numel());
+    }
+    d.rms = std::sqrt(squares / count);
+    return d;
+  };
+  const Diff accumulated = diff(d64, d32), unaccumulated = diff(d64, plain);
+  MESSAGE("w64 - w32x2: max " << accumulated.max << ", rms " << accumulated.rms << "; w64 - w32: max "
+                              << unaccumulated.max << ", rms " << unaccumulated.rms);
+  // The same samples and the same mean gradient per step: only summation order differs. Adam's
+  // normalisation amplifies that on a few near-zero gradients, by an amount that depends on the
+  // CPU's GEMM kernels (the largest element measured 7.7e-6, 3.4e-5 and 5.2e-5 on three machines),
+  // so the bound is on the whole weight vector: accumulation must land orders of magnitude closer
+  // to batch 64 than plain batch-32 steps do.
+  CHECK(accumulated.rms * 100 < unaccumulated.rms);
+  CHECK(accumulated.max * 10 < unaccumulated.max);
+  CHECK(unaccumulated.max > 1e-3);
 }
 
 TEST_CASE("train.ema: EMA weights are evaluated every epoch (valid_ema/*) and saved beside the weights") {
