@@ -10,6 +10,7 @@
 #include "components/models/backbone_family.h"
 #include "components/models/convnext_mlp.h"
 #include "components/models/cpu_kernels.h"
+#include "components/models/im2col_conv.h"
 #include "components/models/layers.h"
 #include "components/models/simd.h"
 #include "engine/core/cpu_threads.h"
@@ -125,7 +126,7 @@ class BlockImpl : public nn::Module {
 TORCH_MODULE(Block);
 
 // The stem (4x4 stride 4) and downsample (2x2 stride 2) convolutions: stride == kernel, so on CPU
-// with an optimised BLAS they run as one GEMM on the patch rows (cpu_kernels.h), the same maths
+// with an optimised BLAS they run as one GEMM on the patch rows (im2col_conv.h), the same maths
 // as the convolution. Measured on 2 cores (1 thread, batch 64, 40x40, fwd+bwd, oneDNN conv ->
 // GEMM, medians of 3): stem 0.90 -> 0.56 ms (only the weight gradient: the image needs none),
 // downsamples 10x10 2.3 -> 1.7, 5x5 2.0 -> 0.9, 2x2 3.1 -> 0.9 ms. Same condition as the MLP

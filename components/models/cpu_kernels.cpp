@@ -18,9 +18,7 @@
 //   dense NHWC view; backward is scalar erf/exp. fwd+bwd on 2M elements: 23 -> 4.2 ms. Then
 //   16-wide on AVX-512 (40x40 input, the MLP's [M, 4C] rows, 4.2M elements a step): fwd+bwd
 //   10.7 -> 8.2 ms a step (fwd 3.2 -> 2.5, bwd 7.5 -> 5.7).
-// - stride == kernel convolutions (stem, downsamples): oneDNN reaches 20-45 GFLOP/s on the small
-//   maps and is slow backward (in_chans 1 stem: 0.6 ms for an 8 MFLOP weight gradient); as GEMMs on
-//   the patch rows, convnext_atto's four at 40x40, batch 64, fwd+bwd: 8.1-9.0 -> 3.9-4.5 ms.
+// (Convolutions as GEMMs, the stride == kernel ones of ConvNeXt among them: im2col_conv.cpp.)
 // The maths is unchanged, only the summation order differs (float rounding).
 
 // The SIMD helpers below pass 32- and 64-byte vectors by value; they are always inlined, so the ABI note
@@ -395,93 +393,6 @@ struct GeluExact : public torch::autograd::Function<GeluExact> {
   }
 };
 
-// ---- patchify convolution (stride == kernel) --------------------------------------------------
-// The k x k patches of a stride-k convolution do not overlap: on NHWC memory, patch (n, ho, wo) is
-// k runs of k*C contiguous floats, one per kernel row. As rows of P [N*Ho*Wo, k*k*C] (kernel row,
-// kernel column, channel order) the convolution is one GEMM with the weight in [Cout, k, k, Cin]
-// order, which is the memory of a channels-last [Cout, Cin, k, k] weight. Rows and columns beyond
-// Ho*k / Wo*k are never read, as conv2d (floor) drops them.
-struct PatchGeometry {
-  int64_t n, c, h, w, k, ho, wo;
-  int64_t rows() const { return n * ho * wo; }
-  int64_t cols() const { return k * k * c; }
-};
-
-// to_rows: x (NHWC) -> P; else P -> x (each element of x in a patch written once, others untouched).
-void move_patches(const PatchGeometry& g, float* x, float* p, bool to_rows) {
-  const int64_t run = g.k * g.c;
-  at::parallel_for(0, g.n * g.ho, 1, [&](int64_t b, int64_t e) {
-    for (int64_t nh = b; nh < e; ++nh) {
-      const int64_t n = nh / g.ho, ho = nh % g.ho;
-      for (int64_t wo = 0; wo < g.wo; ++wo)
-        for (int64_t i = 0; i < g.k; ++i) {
-          float* xr = x + ((n * g.h + ho * g.k + i) * g.w + wo * g.k) * g.c;
-          float* pr = p + (nh * g.wo + wo) * g.cols() + i * run;
-          if (to_rows)
-            std::memcpy(pr, xr, run * sizeof(float));
-          else
-            std::memcpy(xr, pr, run * sizeof(float));
-        }
-    }
-  });
-}
-
-PatchGeometry geometry(const torch::Tensor& x, const torch::Tensor& w) {
-  const int64_t k = w.size(2);
-  return {x.size(0), x.size(1), x.size(2), x.size(3), k, x.size(2) / k, x.size(3) / k};
-}
-// The weight as [Cout, k*k*Cin] (a view when it is channels-last, as in a channels-last model).
-torch::Tensor weight_matrix(const torch::Tensor& w) {
-  return w.permute({0, 2, 3, 1}).contiguous().view({w.size(0), -1});
-}
-torch::Tensor patch_rows(const PatchGeometry& g, const torch::Tensor& x) {
-  torch::Tensor xh = x.permute({0, 2, 3, 1}).contiguous();  // free for channels-last x
-  torch::Tensor p = torch::empty({g.rows(), g.cols()}, x.options());
-  move_patches(g, xh.data_ptr<float>(), p.data_ptr<float>(), true);
-  return p;
-}
-torch::Tensor patch_output(const PatchGeometry& g, const torch::Tensor& rows) {  // -> channels-last NCHW
-  return rows.view({g.n, g.ho, g.wo, rows.size(1)}).permute({0, 3, 1, 2});
-}
-torch::Tensor patch_forward(const torch::Tensor& p, const torch::Tensor& w, const torch::Tensor& b) {
-  torch::Tensor wm = weight_matrix(w);
-  return b.defined() ? torch::addmm(b, p, wm.t()) : torch::mm(p, wm.t());
-}
-
-struct PatchConv : public torch::autograd::Function<PatchConv> {
-  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, torch::Tensor w, torch::Tensor b) {
-    const PatchGeometry g = geometry(x, w);
-    torch::Tensor p = patch_rows(g, x);
-    ctx->save_for_backward({w});
-    ctx->saved_data["p"] = p;  // the patch rows serve the weight gradient: no second gather
-    ctx->saved_data["shape"] = std::vector<int64_t>{g.n, g.c, g.h, g.w};
-    return patch_output(g, patch_forward(p, w, b));
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    torch::Tensor w = ctx->get_saved_variables()[0];
-    torch::Tensor p = ctx->saved_data["p"].toTensor();
-    const auto shape = ctx->saved_data["shape"].toIntVector();
-    const int64_t k = w.size(2);
-    const PatchGeometry g{shape[0], shape[1], shape[2], shape[3], k, shape[2] / k, shape[3] / k};
-    // [N*Ho*Wo, Cout]: a view of a channels-last gradient.
-    torch::Tensor gy = grads[0].permute({0, 2, 3, 1}).contiguous().view({g.rows(), w.size(0)});
-    torch::Tensor gx, gw, gb;
-    if (ctx->needs_input_grad(0)) {
-      torch::Tensor gp = torch::mm(gy, weight_matrix(w));
-      // Rows/columns the convolution dropped get zero gradient.
-      const bool floored = g.ho * k != g.h || g.wo * k != g.w;
-      torch::Tensor gxh = floored ? torch::zeros({g.n, g.h, g.w, g.c}, gy.options())
-                                  : torch::empty({g.n, g.h, g.w, g.c}, gy.options());
-      move_patches(g, gxh.data_ptr<float>(), gp.data_ptr<float>(), false);
-      gx = gxh.permute({0, 3, 1, 2});
-    }
-    if (ctx->needs_input_grad(1))  // [Cout, k*k*Cin] is the memory of a channels-last weight
-      gw = torch::mm(gy.t(), p).view({w.size(0), k, k, g.c}).permute({0, 3, 1, 2});
-    if (ctx->needs_input_grad(2)) gb = gy.sum(0);
-    return {gx, gw, gb};
-  }
-};
-
 }  // namespace
 
 torch::Tensor depthwise_conv2d_same(const torch::Tensor& x, const torch::Tensor& weight,
@@ -511,23 +422,6 @@ void gelu_grad_rows(const float* h, float* g, float* col_sum, int64_t rows, int6
   else if (has_avx2()) kernel = &gelu_grad_rows_avx2;
 #endif
   kernel(h, g, col_sum, rows, cols);
-}
-
-torch::Tensor patchify_conv2d(const torch::Tensor& x, const torch::Tensor& weight,
-                              const torch::Tensor& bias) {
-  if (weight.dim() != 4) return torch::conv2d(x, weight, bias, 1);  // conv2d says what is wrong
-  const int64_t k = weight.size(2);
-  const bool custom = fast_path(x) && weight.scalar_type() == torch::kFloat && x.dim() == 4 &&
-                      weight.size(3) == k && weight.size(1) == x.size(1) && x.size(2) >= k && x.size(3) >= k;
-  if (!custom) return torch::conv2d(x, weight, bias, k);
-  RECORD_FUNCTION("engine::patchify_conv2d", std::vector<c10::IValue>({x}));
-  if (torch::GradMode::is_enabled() &&
-      (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad())))
-    // A custom Function takes no undefined tensor in 1.13: no bias is a zero bias needing no grad.
-    return PatchConv::apply(x, weight,
-                            bias.defined() ? bias : torch::zeros({weight.size(0)}, weight.options()));
-  const PatchGeometry g = geometry(x, weight);
-  return patch_output(g, patch_forward(patch_rows(g, x), weight, bias));
 }
 
 }  // namespace engine

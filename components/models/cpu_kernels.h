@@ -22,15 +22,6 @@ torch::Tensor depthwise_conv2d_same(const torch::Tensor& x, const torch::Tensor&
 /// vectorised, 16-wide where the CPU has AVX-512 (1.13's exact-GELU backward is scalar).
 torch::Tensor gelu_exact(const torch::Tensor& x);
 
-/// torch::conv2d(x, weight, bias, stride = k) for a k x k weight [Cout, Cin, k, k] (no padding,
-/// no dilation, groups 1): ConvNeXt's stem and downsample layers. With stride == kernel the
-/// patches do not overlap, so the convolution is one GEMM (torch::addmm) on the patch rows
-/// [N*Ho*Wo, k*k*Cin] gathered from NHWC memory; backward: two GEMMs, and none for x when x needs
-/// no gradient (a stem on images). Sizes not a multiple of k floor, as conv2d. Returns a
-/// channels-last NCHW tensor; gradients come back channels-last. Use it where the BLAS is
-/// optimised (engine::optimized_blas()): with a reference BLAS, oneDNN's convolution is faster.
-torch::Tensor patchify_conv2d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
-
 /// The GELU backward of the fused ConvNeXt MLP (convnext_mlp.h) on dense float32 rows [rows, cols],
 /// single-threaded (the caller splits rows): g = g * gelu'(h) in place (exact GELU), and
 /// col_sum[c] += the new g[r][c] over the rows (the fc1 bias gradient).

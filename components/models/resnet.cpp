@@ -4,15 +4,32 @@
 
 #include "components/models/all.h"
 #include "components/models/backbone_family.h"
+#include "components/models/im2col_conv.h"
 #include "components/models/layers.h"
 
 namespace engine {
 namespace nn = torch::nn;
 namespace {
 
-nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) {
-  return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
-}
+// timm's bias-free k x k convolution with padding k / 2 (a torch Conv2d: same parameters, keys and
+// init). Its forward goes through conv2d_small_output: on the small maps of the last stages (small
+// images: 2x2 and 1x1 at 28x28) oneDNN's weight gradient is up to 11x slower than GEMMs.
+class ConvImpl : public nn::Conv2dImpl {
+ public:
+  ConvImpl(int64_t in, int64_t out, int64_t kernel, int64_t stride)
+      : nn::Conv2dImpl(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false)),
+        stride_(stride),
+        padding_(kernel / 2) {}
+  torch::Tensor forward(const torch::Tensor& x) {
+    return conv2d_small_output(x, weight, {}, {stride_, stride_}, {padding_, padding_});
+  }
+
+ private:
+  int64_t stride_, padding_;
+};
+TORCH_MODULE(Conv);
+
+Conv conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) { return Conv(in, out, kernel, stride); }
 
 // timm's BasicBlock (conv1 3x3 stride s, conv2 3x3) or Bottleneck (conv1 1x1, conv2 3x3 stride s,
 // conv3 1x1 to 4x planes), each conv followed by its BatchNorm (bn1..bn3); ReLU between, and after
@@ -64,7 +81,7 @@ class ResidualBlockImpl : public nn::Module {
   }
 
   double drop_path_;
-  std::vector<nn::Conv2d> convs_;
+  std::vector<Conv> convs_;
   std::vector<nn::BatchNorm2d> bns_;
   nn::Sequential downsample_{nullptr};
 };
@@ -73,7 +90,7 @@ TORCH_MODULE(ResidualBlock);
 }  // namespace
 
 struct ResNetParts {
-  nn::Conv2d conv1{nullptr};
+  Conv conv1{nullptr};
   nn::BatchNorm2d bn1{nullptr};
   std::vector<std::vector<ResidualBlock>> layers;
   nn::Linear fc{nullptr};

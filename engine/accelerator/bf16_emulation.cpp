@@ -6,10 +6,12 @@
 #include <torch/library.h>
 #include <torch/version.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <string>
 
+#include "components/models/im2col_conv.h"
 #include "engine/core/env.h"
 
 namespace engine {
@@ -59,9 +61,17 @@ Tensor conv1d(const Tensor& x, const Tensor& w, const c10::optional<Tensor>& b, 
               at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
   return emulate([](const auto&... a) { return at::conv1d(a...); }, x, w, b, stride, padding, dilation, groups);
 }
+// A convolution with a small output runs as GEMMs there, as it does in float32 (im2col_conv.h).
 Tensor conv2d(const Tensor& x, const Tensor& w, const c10::optional<Tensor>& b, at::IntArrayRef stride,
               at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
-  return emulate([](const auto&... a) { return at::conv2d(a...); }, x, w, b, stride, padding, dilation, groups);
+  const bool plain = groups == 1 && std::all_of(dilation.begin(), dilation.end(), [](int64_t d) { return d == 1; });
+  return emulate(
+      [plain](const Tensor& x, const Tensor& w, const c10::optional<Tensor>& b, at::IntArrayRef stride,
+              at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+        if (plain) return conv2d_small_output(x, w, b.value_or(Tensor()), stride, padding);
+        return at::conv2d(x, w, b, stride, padding, dilation, groups);
+      },
+      x, w, b, stride, padding, dilation, groups);
 }
 Tensor linear(const Tensor& x, const Tensor& w, const c10::optional<Tensor>& b) {
   return emulate([](const auto&... a) { return at::linear(a...); }, x, w, b);

@@ -1,0 +1,206 @@
+#include "components/models/im2col_conv.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/record_function.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+// simd.h's vector helpers (unused here) draw GCC's ABI note for AVX vectors: it does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+#include "components/models/simd.h"
+#include "engine/core/cpu_threads.h"
+#include "engine/core/env.h"
+
+// Why (1 thread, batch 64, channels-last, Debian LibTorch 1.13 with oneDNN 2.6, OpenBLAS; 2-core
+// AMD EPYC 7001, 32 GFLOP/s sgemm):
+// - stride == kernel convolutions (ConvNeXt's stem and downsamples): oneDNN reaches 20-45 GFLOP/s
+//   on the small maps and is slow backward (in_chans 1 stem: 0.6 ms for an 8 MFLOP weight
+//   gradient); as GEMMs on the patch rows, convnext_atto's four at 40x40, fwd+bwd: 8.1-9.0 ->
+//   3.9-4.5 ms (a Zen 4 core).
+// - a ResNet's last stages on small images (resnet34 on 28x28 digits: layer3 at 2x2, layer4 at
+//   1x1): oneDNN's weight gradient of a 3x3 conv 512 -> 512 on a 1x1 map took 173 ms, 11x its
+//   forward (as im2col + GEMM: 15.6 ms with all nine taps, and one tap of nine is live), 256 -> 256
+//   at 2x2 20.8 ms (GEMM 10.9); at 4x4 the two were even, at 7x7 oneDNN won (8.8 vs 28 ms). Its
+//   whole backward was 5.5x its forward, where 2x is the arithmetic: resnet34 trained at 29 img/s
+//   and evaluated at 195, the same as PyTorch eager (which calls the same oneDNN).
+// The maths is unchanged, only the summation order differs (float rounding).
+
+namespace engine {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// A convolution's sizes, and the kernel taps that see at least one input pixel: rows ky0..ky0+ty-1
+// and columns kx0..kx0+tx-1 of the kernel (a contiguous range each: a tap is live when some output
+// position reads an in-range pixel through it, and which ones do is monotone in the tap).
+struct Geometry {
+  int64_t n, c, h, w, o, kh, kw, sh, sw, ph, pw, ho, wo;
+  int64_t ky0, ty, kx0, tx;
+  int64_t rows() const { return n * ho * wo; }
+  int64_t cols() const { return ty * tx * c; }
+  bool all_taps() const { return ty == kh && tx == kw; }
+  std::vector<int64_t> pack() const { return {n, c, h, w, o, kh, kw, sh, sw, ph, pw}; }
+};
+
+Geometry geometry(std::vector<int64_t> s) {  // s: pack()'s order
+  Geometry g{s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], 0, 0, 0, 0, 0, 0};
+  g.ho = (g.h + 2 * g.ph - g.kh) / g.sh + 1;
+  g.wo = (g.w + 2 * g.pw - g.kw) / g.sw + 1;
+  auto live = [](int64_t in, int64_t out, int64_t k, int64_t s, int64_t p, int64_t& first, int64_t& count) {
+    first = std::max<int64_t>(0, p - (out - 1) * s);  // the last output reaches the first pixel
+    const int64_t last = std::min<int64_t>(k - 1, in - 1 + p);  // the first output reaches the last pixel
+    count = last - first + 1;
+  };
+  live(g.h, g.ho, g.kh, g.sh, g.ph, g.ky0, g.ty);
+  live(g.w, g.wo, g.kw, g.sw, g.pw, g.kx0, g.tx);
+  return g;
+}
+
+Geometry geometry(const torch::Tensor& x, const torch::Tensor& w, at::IntArrayRef stride, at::IntArrayRef padding) {
+  auto pick = [](at::IntArrayRef a, size_t i) { return a.size() == 1 ? a[0] : a[i]; };
+  return geometry({x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(2), w.size(3), pick(stride, 0),
+                   pick(stride, 1), pick(padding, 0), pick(padding, 1)});
+}
+
+// Row (n, oy, ox) of the im2col matrix P [N*Ho*Wo, ty*tx*C] holds, per live kernel row, the tx*C
+// floats under the live kernel columns: one run of NHWC memory, zeros where it leaves the map.
+// to_rows: x -> P; else P is added into x (windows overlap when stride < kernel). Parallel over
+// images: the windows of two images never share a pixel.
+void move_rows(const Geometry& g, float* x, float* p, bool to_rows) {
+  const int64_t cols = g.cols(), run = g.tx * g.c;
+  at::parallel_for(0, g.n, 1, [&](int64_t b, int64_t e) {
+    for (int64_t n = b; n < e; ++n)
+      for (int64_t oy = 0; oy < g.ho; ++oy)
+        for (int64_t ox = 0; ox < g.wo; ++ox) {
+          float* row = p + ((n * g.ho + oy) * g.wo + ox) * cols;
+          const int64_t ix0 = ox * g.sw - g.pw + g.kx0;  // input column under the first live tap
+          const int64_t a = std::max<int64_t>(0, -ix0), z = std::min<int64_t>(g.tx, g.w - ix0);  // in range: [a, z)
+          for (int64_t t = 0; t < g.ty; ++t) {
+            float* r = row + t * run;
+            const int64_t iy = oy * g.sh - g.ph + g.ky0 + t;
+            const bool inside = iy >= 0 && iy < g.h && a < z;
+            if (!to_rows) {
+              if (!inside) continue;
+              float* xr = x + ((n * g.h + iy) * g.w + ix0 + a) * g.c;
+              const float* pr = r + a * g.c;
+              for (int64_t i = 0; i < (z - a) * g.c; ++i) xr[i] += pr[i];
+              continue;
+            }
+            if (!inside) {
+              std::memset(r, 0, run * sizeof(float));
+              continue;
+            }
+            std::memset(r, 0, a * g.c * sizeof(float));
+            std::memcpy(r + a * g.c, x + ((n * g.h + iy) * g.w + ix0 + a) * g.c, (z - a) * g.c * sizeof(float));
+            std::memset(r + z * g.c, 0, (g.tx - z) * g.c * sizeof(float));
+          }
+        }
+  });
+}
+
+torch::Tensor im2col_rows(const Geometry& g, const torch::Tensor& x) {
+  torch::Tensor xh = x.permute({0, 2, 3, 1}).contiguous();  // free for channels-last x
+  torch::Tensor p = torch::empty({g.rows(), g.cols()}, x.options());
+  move_rows(g, xh.data_ptr<float>(), p.data_ptr<float>(), true);
+  return p;
+}
+
+// The live taps of the weight as [Cout, ty*tx*Cin] (a view when all taps live and the weight is
+// channels-last, as in a channels-last model).
+torch::Tensor weight_matrix(const Geometry& g, const torch::Tensor& w) {
+  torch::Tensor wh = w.permute({0, 2, 3, 1});
+  if (!g.all_taps()) wh = wh.narrow(1, g.ky0, g.ty).narrow(2, g.kx0, g.tx);
+  return wh.contiguous().view({g.o, -1});
+}
+
+torch::Tensor output(const Geometry& g, const torch::Tensor& rows) {  // -> channels-last NCHW
+  return rows.view({g.n, g.ho, g.wo, g.o}).permute({0, 3, 1, 2});
+}
+
+torch::Tensor forward_rows(const Geometry& g, const torch::Tensor& p, const torch::Tensor& w, const torch::Tensor& b) {
+  torch::Tensor wm = weight_matrix(g, w);
+  return b.defined() ? torch::addmm(b, p, wm.t()) : torch::mm(p, wm.t());
+}
+
+struct Im2colConv : public torch::autograd::Function<Im2colConv> {
+  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, torch::Tensor w, torch::Tensor b,
+                               std::vector<int64_t> sizes) {
+    const Geometry g = geometry(sizes);
+    torch::Tensor p = im2col_rows(g, x);
+    ctx->save_for_backward({w});
+    ctx->saved_data["p"] = p;  // the rows serve the weight gradient: no second gather
+    ctx->saved_data["sizes"] = sizes;
+    return output(g, forward_rows(g, p, w, b));
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    torch::Tensor w = ctx->get_saved_variables()[0];
+    torch::Tensor p = ctx->saved_data["p"].toTensor();
+    const Geometry g = geometry(ctx->saved_data["sizes"].toIntVector());
+    // [N*Ho*Wo, Cout]: a view of a channels-last gradient.
+    torch::Tensor gy = grads[0].permute({0, 2, 3, 1}).contiguous().view({g.rows(), g.o});
+    torch::Tensor gx, gw, gb;
+    if (ctx->needs_input_grad(0)) {
+      torch::Tensor gp = torch::mm(gy, weight_matrix(g, w));
+      torch::Tensor gxh = torch::zeros({g.n, g.h, g.w, g.c}, gy.options());  // pixels no window reads: 0
+      move_rows(g, gxh.data_ptr<float>(), gp.data_ptr<float>(), false);
+      gx = gxh.permute({0, 3, 1, 2});
+    }
+    if (ctx->needs_input_grad(1)) {
+      torch::Tensor gwm = torch::mm(gy.t(), p);  // [Cout, ty*tx*Cin]
+      if (g.all_taps()) {
+        gw = gwm.view({g.o, g.kh, g.kw, g.c}).permute({0, 3, 1, 2});
+      } else {  // taps that only ever see padding get zero gradient
+        torch::Tensor full = torch::zeros({g.o, g.kh, g.kw, g.c}, gwm.options());
+        full.narrow(1, g.ky0, g.ty).narrow(2, g.kx0, g.tx).copy_(gwm.view({g.o, g.ty, g.tx, g.c}));
+        gw = full.permute({0, 3, 1, 2});
+      }
+    }
+    if (ctx->needs_input_grad(2)) gb = gy.sum(0);
+    return {gx, gw, gb, torch::Tensor()};
+  }
+};
+
+bool gemm_applies(const torch::Tensor& x, const torch::Tensor& w) {
+  return simd::cpu_float(x) && w.scalar_type() == torch::kFloat && x.dim() == 4 && w.dim() == 4 &&
+         w.size(1) == x.size(1);
+}
+
+}  // namespace
+
+torch::Tensor im2col_conv2d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                            at::IntArrayRef stride, at::IntArrayRef padding) {
+  if (!gemm_applies(x, weight)) return torch::conv2d(x, weight, bias, stride, padding);
+  const Geometry g = geometry(x, weight, stride, padding);
+  // Sizes conv2d refuses, or a window made of padding only: conv2d (it says what is wrong).
+  if (g.ho < 1 || g.wo < 1 || g.ty < 1 || g.tx < 1 || g.sh < 1 || g.sw < 1 || g.ph < 0 || g.pw < 0)
+    return torch::conv2d(x, weight, bias, stride, padding);
+  RECORD_FUNCTION("engine::im2col_conv2d", std::vector<c10::IValue>({x}));
+  if (torch::GradMode::is_enabled() &&
+      (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad())))
+    // A custom Function takes no undefined tensor in 1.13: no bias is a zero bias needing no grad.
+    return Im2colConv::apply(x, weight, bias.defined() ? bias : torch::zeros({weight.size(0)}, weight.options()),
+                             g.pack());
+  return output(g, forward_rows(g, im2col_rows(g, x), weight, bias));
+}
+
+torch::Tensor patchify_conv2d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  if (weight.dim() != 4) return torch::conv2d(x, weight, bias, 1);  // conv2d says what is wrong
+  const int64_t k = weight.size(2);
+  return im2col_conv2d(x, weight, bias, {k, k}, {0, 0});
+}
+
+torch::Tensor conv2d_small_output(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                                  at::IntArrayRef stride, at::IntArrayRef padding) {
+  if (x.dim() == 4 && weight.dim() == 4 && gemm_applies(x, weight) && !switched_off("ENGINE_SMALL_CONV_GEMM") &&
+      optimized_blas()) {
+    const Geometry g = geometry(x, weight, stride, padding);
+    if (g.ho * g.wo <= 4) return im2col_conv2d(x, weight, bias, stride, padding);
+  }
+  return torch::conv2d(x, weight, bias, stride, padding);
+}
+
+}  // namespace engine

@@ -1,0 +1,31 @@
+#pragma once
+// Convolutions as GEMMs on im2col rows, for the shapes where LibTorch 1.13's oneDNN is slow on CPU
+// (measured: see the .cpp). Same maths as torch::conv2d (outputs and gradients equal up to float
+// rounding); the GEMM path runs only for CPU float32 tensors outside autocast and falls back to
+// torch::conv2d otherwise (other dtypes, CUDA, autocast), so callers need no condition.
+#include <torch/types.h>
+
+namespace engine {
+
+/// torch::conv2d(x, weight, bias, stride, padding) (dilation 1, groups 1) as GEMMs: the rows
+/// [N*Ho*Wo, T*Cin] gathered from NHWC memory, T the kernel taps that see at least one input
+/// pixel (a 3x3 kernel on a 1x1 map with padding 1 has one: the rest only ever sees padding),
+/// times the weight in [Cout, kh, kw, Cin] order (the memory of a channels-last weight). Backward:
+/// two GEMMs, and none for x when x needs no gradient. Returns a channels-last NCHW tensor;
+/// gradients come back channels-last. bias may be undefined.
+torch::Tensor im2col_conv2d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                            at::IntArrayRef stride, at::IntArrayRef padding);
+
+/// torch::conv2d(x, weight, bias, stride = k) for a k x k weight (no padding): ConvNeXt's stem and
+/// downsample layers. The patches do not overlap, so the rows are the input itself rearranged.
+/// Use it where the BLAS is optimised (engine::optimized_blas()): with a reference BLAS, oneDNN's
+/// convolution is faster.
+torch::Tensor patchify_conv2d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
+
+/// torch::conv2d(x, weight, bias, stride, padding, dilation 1, groups 1), through im2col_conv2d when
+/// the output has at most 4 positions per image (a ResNet's last stages on small images), the BLAS
+/// is optimised and ENGINE_SMALL_CONV_GEMM is not "0"; torch::conv2d otherwise.
+torch::Tensor conv2d_small_output(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                                  at::IntArrayRef stride, at::IntArrayRef padding);
+
+}  // namespace engine

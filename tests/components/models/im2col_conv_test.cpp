@@ -1,0 +1,132 @@
+// Convolutions as GEMMs must agree with torch::conv2d: outputs and every gradient.
+#include "components/models/im2col_conv.h"
+
+#include <doctest/doctest.h>
+#include <torch/torch.h>
+
+#include <cstdlib>
+#include <vector>
+
+#include "engine/core/cpu_threads.h"
+#include "tests/components/models/mnist_batch.h"
+#include "tests/components/models/model_fixtures.h"
+
+using namespace engine;
+
+namespace {
+
+struct ConvCase {
+  const char* name;
+  int64_t c, size_h, size_w, cout, kh, kw, sh, sw, ph, pw;
+  bool channels_last, x_grad, bias;
+};
+
+// Feature maps from real digits (a fixed 3x3 conv mixing them into c channels), at the size asked.
+torch::Tensor digit_maps(const ConvCase& c) {
+  namespace F = torch::nn::functional;
+  auto x = F::interpolate(test::mnist_batch(6, 42).images, F::InterpolateFuncOptions()
+                                                                .size(std::vector<int64_t>{c.size_h, c.size_w})
+                                                                .mode(torch::kBilinear)
+                                                                .align_corners(false));
+  if (c.c > 1) x = torch::conv2d(x, torch::randn({c.c, 1, 3, 3}), torch::randn({c.c}), 1, 1);
+  return x.contiguous(c.channels_last ? torch::MemoryFormat::ChannelsLast : torch::MemoryFormat::Contiguous);
+}
+
+// Output and gradients (input, weight, bias: undefined where not required) for a fixed upstream
+// gradient: through `conv`, or torch::conv2d.
+template <class Conv>
+std::vector<torch::Tensor> run_conv2d(Conv conv, const ConvCase& c, const torch::Tensor& x0, const torch::Tensor& w0,
+                                      const torch::Tensor& b0, const torch::Tensor& up) {
+  auto x = x0.detach().requires_grad_(c.x_grad), w = w0.detach().requires_grad_();
+  auto b = b0.defined() ? b0.detach().requires_grad_() : b0;
+  auto y = conv(x, w, b);
+  y.backward(up);
+  return {y.detach(), x.grad(), w.grad(), b.defined() ? b.grad() : torch::Tensor()};
+}
+
+template <class Conv>
+void check_against_conv2d(const ConvCase& c, Conv conv) {
+  CAPTURE(c.name);
+  const std::vector<int64_t> stride{c.sh, c.sw}, padding{c.ph, c.pw};
+  auto ref_conv = [&](const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
+    return torch::conv2d(x, w, b, stride, padding);
+  };
+  auto x = digit_maps(c);
+  auto w = (torch::randn({c.cout, c.c, c.kh, c.kw}) * 0.1)
+               .contiguous(c.channels_last ? torch::MemoryFormat::ChannelsLast : torch::MemoryFormat::Contiguous);
+  auto b = c.bias ? torch::randn({c.cout}) : torch::Tensor();
+  const auto out = torch::conv2d(x, w, b, stride, padding).sizes().vec();
+  auto up = torch::randn(out);
+  auto fast = run_conv2d(conv, c, x, w, b, up), ref = run_conv2d(ref_conv, c, x, w, b, up);
+  CHECK(fast[0].sizes() == ref[0].sizes());
+  CHECK(test::rel_diff(fast[0], ref[0]) < 1e-5);
+  REQUIRE(fast[1].defined() == c.x_grad);
+  if (c.x_grad) {
+    CHECK(fast[1].sizes() == x.sizes());
+    CHECK(test::rel_diff(fast[1], ref[1]) < 1e-5);  // pixels no window reads: zero in both
+  }
+  CHECK(fast[2].sizes() == w.sizes());  // [Cout, Cin, kh, kw]: the parameter's shape
+  CHECK(test::rel_diff(fast[2], ref[2]) < 1e-5);  // taps that only see padding: zero in both
+  if (c.bias) CHECK(test::rel_diff(fast[3], ref[3]) < 1e-5);
+  torch::NoGradGuard g;  // inference path
+  CHECK(test::rel_diff(conv(x, w, b), ref_conv(x, w, b)) < 1e-5);
+}
+
+}  // namespace
+
+TEST_CASE("patchify_conv2d matches a stride-k torch::conv2d on digits, odd sizes and gradients included") {
+  torch::manual_seed(4);
+  const ConvCase cases[] = {
+      {"stem on images (42 = 10 x 4 + 2 floors)", 1, 42, 42, 40, 4, 4, 4, 4, 0, 0, true, false, true},
+      {"stem, image gradient too", 1, 40, 40, 40, 4, 4, 4, 4, 0, 0, true, true, true},
+      {"downsample 10x10", 40, 10, 10, 80, 2, 2, 2, 2, 0, 0, true, true, true},
+      {"downsample 5x5 -> 2x2 (floors)", 80, 5, 5, 160, 2, 2, 2, 2, 0, 0, true, true, true},
+      {"downsample 2x2 -> 1x1", 160, 2, 2, 320, 2, 2, 2, 2, 0, 0, true, true, true},
+      {"NCHW input, 7x11, k 3, no bias", 12, 7, 11, 16, 3, 3, 3, 3, 0, 0, false, true, false},
+  };
+  for (const auto& c : cases) check_against_conv2d(c, [](const auto& x, const auto& w, const auto& b) {
+      return patchify_conv2d(x, w, b);
+    });
+  // Other dtypes: torch::conv2d itself.
+  auto xd = test::mnist_batch(2, 28).images.to(torch::kDouble), wd = torch::randn({8, 1, 4, 4}, torch::kDouble);
+  CHECK(torch::equal(patchify_conv2d(xd, wd, {}), torch::conv2d(xd, wd, {}, 4)));
+}
+
+TEST_CASE("im2col_conv2d matches torch::conv2d with padding and overlapping windows, on ResNet's small maps too") {
+  torch::manual_seed(5);
+  const ConvCase cases[] = {
+      {"3x3 on a 1x1 map: one live tap of nine", 64, 1, 1, 48, 3, 3, 1, 1, 1, 1, true, true, false},
+      {"3x3 stride 2 on 2x2 -> 1x1: four live taps", 32, 2, 2, 48, 3, 3, 2, 2, 1, 1, true, true, false},
+      {"3x3 on 2x2: every tap live, windows overlap", 32, 2, 2, 40, 3, 3, 1, 1, 1, 1, true, true, true},
+      {"3x3 stride 2 on 4x4 -> 2x2", 24, 4, 4, 40, 3, 3, 2, 2, 1, 1, true, true, false},
+      {"1x1 stride 2 shortcut, 4x4 -> 2x2", 24, 4, 4, 40, 1, 1, 2, 2, 0, 0, true, true, false},
+      {"7x7 stride 2 stem on digits, no image gradient", 1, 28, 28, 16, 7, 7, 2, 2, 3, 3, true, false, false},
+      {"NCHW input 7x11, 3x3 stride 1, bias", 12, 7, 11, 16, 3, 3, 1, 1, 1, 1, false, true, true},
+      {"5x3 kernel, stride (2, 1), padding (2, 1), 6x9", 8, 6, 9, 12, 5, 3, 2, 1, 2, 1, true, true, true},
+      {"padding wider than the map: 5x5 on 1x2, padding 3", 8, 1, 2, 12, 5, 5, 1, 1, 3, 3, true, true, true},
+  };
+  for (const auto& c : cases) {
+    const std::vector<int64_t> stride{c.sh, c.sw}, padding{c.ph, c.pw};
+    check_against_conv2d(c, [&](const auto& x, const auto& w, const auto& b) {
+      return im2col_conv2d(x, w, b, stride, padding);
+    });
+  }
+}
+
+TEST_CASE("conv2d_small_output takes the GEMMs for outputs of at most 4 positions, torch::conv2d otherwise") {
+  torch::manual_seed(6);
+  auto x = torch::randn({4, 16, 4, 4}).contiguous(torch::MemoryFormat::ChannelsLast);
+  auto w = torch::randn({8, 16, 3, 3}).contiguous(torch::MemoryFormat::ChannelsLast);
+  // 4x4 -> 2x2 (stride 2): the GEMM path, bit for bit what im2col_conv2d gives (with a reference
+  // BLAS, oneDNN's convolution: faster there).
+  auto small = conv2d_small_output(x, w, {}, {2, 2}, {1, 1});
+  CHECK(torch::equal(small, optimized_blas() ? im2col_conv2d(x, w, {}, {2, 2}, {1, 1}) : torch::conv2d(x, w, {}, 2, 1)));
+  CHECK(test::rel_diff(small, torch::conv2d(x, w, {}, 2, 1)) < 1e-5);
+  // 4x4 -> 4x4: 16 positions, torch::conv2d itself.
+  CHECK(torch::equal(conv2d_small_output(x, w, {}, {1, 1}, {1, 1}), torch::conv2d(x, w, {}, 1, 1)));
+  // ENGINE_SMALL_CONV_GEMM=0: torch::conv2d for every size.
+  setenv("ENGINE_SMALL_CONV_GEMM", "0", 1);
+  auto off = conv2d_small_output(x, w, {}, {2, 2}, {1, 1});
+  unsetenv("ENGINE_SMALL_CONV_GEMM");
+  CHECK(torch::equal(off, torch::conv2d(x, w, {}, 2, 1)));
+}
