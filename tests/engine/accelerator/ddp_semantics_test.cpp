@@ -202,9 +202,11 @@ TEST_CASE("DDP: every rank starts from the initial weights of rank 0, even when 
 TEST_CASE("DDP parity: 2 ranks x batch 32 == 1 rank x batch 64 after 20 steps, and the scheduler steps once per optimizer step") {
   // 640 samples = 10 global batches of 64 per epoch, 2 epochs = 20 AdamW steps under one_cycle.
   // AdamW (the recipe's optimizer) is used as is: its normalisation could amplify the float
-  // summation-order noise of averaging two half-batch gradients, but the difference stays well
-  // inside the 1e-5 bound (measured: 6.6e-7; SGD 1.5e-8; with the recipe's drop_path_rate 0.05,
-  // whose masks differ per rank, 2.8e-2: the bound does catch a real divergence).
+  // summation-order noise of averaging two half-batch gradients, by an amount that depends on the
+  // CPU's GEMM kernels (measured: 6.6e-7 on one machine, 2.1e-6 on another; the accumulate_steps
+  // test's equivalent drifted 7x between machines), so the bound is 1e-4; SGD 1.5e-8; with the
+  // recipe's drop_path_rate 0.05, whose masks differ per rank, 2.8e-2: the bound does catch a real
+  // divergence.
   std::string dir = temp_dir("ddp_parity");
   const std::string common =
       " --set data.split.max_train=640 --set train.epochs=2 --set data.split.max_valid=32 --set predict.limit=16"
@@ -227,7 +229,7 @@ TEST_CASE("DDP parity: 2 ranks x batch 32 == 1 rank x batch 64 after 20 steps, a
   std::string worst;
   const double diff = max_abs_diff(w1, w2, &worst);
   MESSAGE("DDP parity: max |w(1 x 64) - w(2 x 32)| = " << diff << " (" << worst << ")");
-  CHECK(diff <= 1e-5);
+  CHECK(diff <= 1e-4);
 
   // The scheduler advanced once per optimizer step in both: same step count, same lr, every epoch.
   auto e1 = epoch_lines(dir + "/one"), e2 = epoch_lines(dir + "/two");
