@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # bench/run.sh          engine vs the PyTorch-eager peer on recipes/mnist_convnext.toml
 # bench/run.sh ddp      `engine launch -n 2` vs `engine run` on the same recipe and settings
+# bench/run.sh resnet   engine vs its PyTorch-eager peer on recipes/digits_png_resnet34_pretrain.toml
+#                       (resnet34 on the 28x28 PNG digits; EPOCHS, MAX_TRAIN, MAX_VALID as below)
 #
 # Same machine, same settings, one after the other in one invocation; prints a table of ratios and
 # writes bench/results/<date>-mnist_convnext[-ddp].md with the exact commands. Settings (env vars):
@@ -17,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MODE=${1:-peer}
-case "$MODE" in peer|ddp) ;; *) echo "usage: bench/run.sh [ddp]" >&2; exit 2 ;; esac
+case "$MODE" in peer|ddp|resnet) ;; *) echo "usage: bench/run.sh [ddp|resnet]" >&2; exit 2 ;; esac
 EPOCHS=${EPOCHS:-2}
 MAX_TRAIN=${MAX_TRAIN:-3200}
 MAX_VALID=${MAX_VALID:-0}
@@ -30,8 +32,10 @@ export PROCESSES
 REPEAT=${REPEAT:-1}
 ENGINE=${ENGINE:-build/engine}
 PY=${PY:-/usr/bin/python3}
-RECIPE=recipes/mnist_convnext.toml
+RECIPE=recipes/mnist_convnext.toml NAME=mnist_convnext PEER=bench/peer_mnist_convnext.py
+[ "$MODE" = resnet ] && RECIPE=recipes/digits_png_resnet34_pretrain.toml NAME=digits_png_resnet34 PEER=bench/peer_digits_resnet34.py
 RUNS=build/bench-runs
+export NAME
 RESULTS=bench/results
 STAMP=$(date +%Y-%m-%d)
 mkdir -p "$RUNS" "$RESULTS"
@@ -40,7 +44,7 @@ die() { echo "bench/run.sh: $*" >&2; exit 2; }
 [ -x "$ENGINE" ] || die "$ENGINE not found: build it first (tools/setup.sh, or ninja -C build engine)"
 "$ENGINE" run --help >/dev/null 2>&1 || die "$ENGINE run --help failed: the engine build is not usable yet"
 [ -x /usr/bin/time ] || die "/usr/bin/time missing: apt-get install -y time"
-if [ "$MODE" = peer ]; then
+if [ "$MODE" != ddp ]; then
   "$PY" -c "import torch, cv2, numpy" 2>/dev/null ||
     die "$PY lacks torch/cv2/numpy: apt-get install -y python3-torch python3-opencv python3-numpy"
 else
@@ -51,14 +55,15 @@ else
 fi
 
 SIZE=${SIZE:-40}  # must match the recipe's resize; passed to both sides
-SETS=(--set "data.train_transforms[1].size=[$SIZE,$SIZE]" --set "data.eval_transforms[0].size=[$SIZE,$SIZE]"
-      --set "train.epochs=$EPOCHS" --set "data.split.max_train=$MAX_TRAIN" --set "data.split.max_valid=$MAX_VALID"
+SETS=(--set "train.epochs=$EPOCHS" --set "data.split.max_train=$MAX_TRAIN" --set "data.split.max_valid=$MAX_VALID"
       --set "data.batch_size=$BATCH" --set "accelerator.threads=$THREADS" --set "accelerator.processes=$PROCESSES"
       --set "accelerator.mixed_precision=$PRECISION")
+# mnist_convnext resizes to SIZE (both sides); the resnet recipe trains on the PNGs' own 28x28.
+[ "$MODE" = resnet ] || SETS+=(--set "data.train_transforms[1].size=[$SIZE,$SIZE]" --set "data.eval_transforms[0].size=[$SIZE,$SIZE]")
 ENGINE_CMD=("$ENGINE" run "$RECIPE" "${SETS[@]}" --set "run.output_dir=$RUNS/engine")
-if [ "$MODE" = peer ]; then
+if [ "$MODE" != ddp ]; then
   OTHER=peer
-  OTHER_CMD=("$PY" bench/peer_mnist_convnext.py --epochs "$EPOCHS" --max-train "$MAX_TRAIN" --max-valid "$MAX_VALID"
+  OTHER_CMD=("$PY" "$PEER" --epochs "$EPOCHS" --max-train "$MAX_TRAIN" --max-valid "$MAX_VALID"
              --batch-size "$BATCH" --threads "$THREADS" --image-size "$SIZE" --mixed-precision "$PRECISION" --output-dir "$RUNS/peer")
 else
   OTHER=engine-ddp
@@ -118,7 +123,7 @@ done
 
 quote() { local out="" a; for a in "$@"; do out+="$(printf '%q' "$a") "; done; echo "${out% }"; }
 SUFFIX=""; [ "$MODE" = ddp ] && SUFFIX=-ddp
-REPORT=$RESULTS/$STAMP-mnist_convnext$SUFFIX${TAG:+-$TAG}.md
+REPORT=$RESULTS/$STAMP-$NAME$SUFFIX${TAG:+-$TAG}.md
 "$PY" - "$RUNS" "$OTHER" "$REPORT" "$(quote "${ENGINE_CMD[@]}")" "$(quote "${OTHER_CMD[@]}")" \
   "$EPOCHS" "$MAX_TRAIN" "$MAX_VALID" "$BATCH" "$THREADS" "$REPEAT" "$MODE" <<'EOF'
 import json, os, platform, statistics, subprocess, sys
@@ -168,7 +173,7 @@ flags = field("flags").split()
 isa = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
 cpu += f", family {field('cpu family')} model {field('model')}, {' '.join(isa) or 'no AVX2'}"
 rev = sh("git rev-parse --short HEAD") + (" (working tree modified)" if sh("git status --porcelain") else "")
-md = [f"# mnist_convnext: {'engine launch -n 2 vs engine run' if ddp else 'engine vs PyTorch-eager peer'} ({os.path.basename(report)[:10]})",
+md = [f"# {os.environ['NAME']}: {'engine launch -n 2 vs engine run' if ddp else 'engine vs PyTorch-eager peer'} ({os.path.basename(report)[:10]})",
       "",
       f"Settings: {epochs} epochs, max_train {max_train}, max_valid {max_valid or 'all'}, batch {batch}"
       f"{' per process' if ddp else ''}, threads {threads} (0 = all cores{' divided among ranks' if ddp else ''}), "
@@ -184,7 +189,7 @@ md = [f"# mnist_convnext: {'engine launch -n 2 vs engine run' if ddp else 'engin
       if not ddp else "img/s ratio > 1 means 2 processes train faster than one; global batch is 2 x per-process batch.",
       "", "Commands (from the repository root):", "", "```", " ".join(f"{k}={os.environ[k]}" for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_NUM_THREADS",
           "OPENBLAS_NUM_THREADS", "ENGINE_THREADS", "TAG") if os.environ.get(k)) +
-      f" EPOCHS={epochs} MAX_TRAIN={max_train} MAX_VALID={max_valid} BATCH={batch} THREADS={threads} PROCESSES={os.environ.get('PROCESSES', '1')} PRECISION={os.environ.get('PRECISION', 'no')} REPEAT={repeat} bench/run.sh{' ddp' if ddp else ''}", "# which ran:",
+      f" EPOCHS={epochs} MAX_TRAIN={max_train} MAX_VALID={max_valid} BATCH={batch} THREADS={threads} PROCESSES={os.environ.get('PROCESSES', '1')} PRECISION={os.environ.get('PRECISION', 'no')} REPEAT={repeat} bench/run.sh{' ' + mode if mode != 'peer' else ''}", "# which ran:",
       ecmd, ocmd, "```", "", "Per-run numbers:", "", "```"]
 md += [f"engine    {json.dumps(r)}" for r in e_rows] + [f"{other:9} {json.dumps(r)}" for r in o_rows] + ["```", ""]
 open(report, "w").write("\n".join(md))
