@@ -67,16 +67,28 @@ void fault_point(const char* stage, const std::string& path) {
 }  // namespace
 
 void write_file_atomic(const std::string& path, std::string_view bytes) {
+  write_file_atomic(path, std::vector<std::string_view>{bytes});
+}
+
+void write_file_atomic(const std::string& path, const std::vector<std::string_view>& pieces) {
   const std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail("create", tmp, errno);
   try {
-    if (std::getenv("ENGINE_FAULT_INJECT")) {  // half the bytes, then the fault point
-      write_all(fd, bytes.substr(0, bytes.size() / 2), tmp);
-      fault_point("partial", path);
-      write_all(fd, bytes.substr(bytes.size() / 2), tmp);
-    } else {
-      write_all(fd, bytes, tmp);
+    size_t total = 0;
+    for (auto piece : pieces) total += piece.size();
+    // Under fault injection, the "partial" fault point comes after half the bytes.
+    size_t half = std::getenv("ENGINE_FAULT_INJECT") ? total / 2 : total + 1, written = 0;
+    for (auto piece : pieces) {
+      if (written < half && written + piece.size() >= half) {
+        const size_t first = half - written;
+        write_all(fd, piece.substr(0, first), tmp);
+        fault_point("partial", path);
+        piece.remove_prefix(first);
+        written += first;
+      }
+      write_all(fd, piece, tmp);
+      written += piece.size();
     }
     // Data must be on disk before the rename makes it visible, or a crash could expose an empty file.
     if (::fsync(fd) != 0) fail("fsync", tmp, errno);
