@@ -35,9 +35,14 @@ void set_lr(torch::optim::Optimizer& opt, size_t group, double lr);
 /// Sets the momentum-like hyper-parameter: SGD momentum, Adam/AdamW beta1. No-op where absent.
 void set_momentum(torch::optim::Optimizer& opt, double momentum);
 
+/// How optimizer_state hands out the buffers: copies (unchanged by later steps), or the live
+/// buffers themselves, for a caller that is done with them before the next step (a synchronous
+/// checkpoint write: no second copy of the moments in memory, 170 MB for a resnet34).
+enum class StateCopy { copies, live };
+
 /// The optimizer's per-parameter state as named tensors "g{group}.p{param}.{field}" (step counts
 /// as int64 scalars), and back. Used by checkpoints: exact resume needs every buffer.
-std::map<std::string, torch::Tensor> optimizer_state(torch::optim::Optimizer& opt);
+std::map<std::string, torch::Tensor> optimizer_state(torch::optim::Optimizer& opt, StateCopy how = StateCopy::copies);
 void load_optimizer_state(torch::optim::Optimizer& opt, const std::map<std::string, torch::Tensor>& state);
 
 }  // namespace engine

@@ -20,16 +20,17 @@ namespace engine {
 
 namespace {
 
-// Copies, so that the snapshot does not change when training continues (a checkpoint may be
-// written after further steps, e.g. by a background writer).
-torch::Tensor snapshot(const torch::Tensor& t) { return t.detach().clone(); }
+// Copies unless asked for the live buffers: a copy does not change when training continues.
+torch::Tensor snapshot(const torch::Tensor& t, StateCopy how) {
+  return how == StateCopy::copies ? t.detach().clone() : t.detach();
+}
 
 template <class AdamState>
-void save_adam(const AdamState& s, const std::string& prefix, std::map<std::string, torch::Tensor>& out) {
+void save_adam(const AdamState& s, const std::string& prefix, StateCopy how, std::map<std::string, torch::Tensor>& out) {
   out[prefix + "step"] = torch::scalar_tensor(s.step(), torch::kLong);
-  if (s.exp_avg().defined()) out[prefix + "exp_avg"] = snapshot(s.exp_avg());
-  if (s.exp_avg_sq().defined()) out[prefix + "exp_avg_sq"] = snapshot(s.exp_avg_sq());
-  if (s.max_exp_avg_sq().defined()) out[prefix + "max_exp_avg_sq"] = snapshot(s.max_exp_avg_sq());
+  if (s.exp_avg().defined()) out[prefix + "exp_avg"] = snapshot(s.exp_avg(), how);
+  if (s.exp_avg_sq().defined()) out[prefix + "exp_avg_sq"] = snapshot(s.exp_avg_sq(), how);
+  if (s.max_exp_avg_sq().defined()) out[prefix + "max_exp_avg_sq"] = snapshot(s.max_exp_avg_sq(), how);
 }
 
 enum class Kind { sgd, adam, adamw };
@@ -93,7 +94,7 @@ std::unique_ptr<torch::optim::OptimizerParamState> load_adam(const Saved& s, con
 
 }  // namespace
 
-std::map<std::string, torch::Tensor> optimizer_state(torch::optim::Optimizer& opt) {
+std::map<std::string, torch::Tensor> optimizer_state(torch::optim::Optimizer& opt, StateCopy how) {
   std::map<std::string, torch::Tensor> out;
   Kind kind = kind_of(opt);
   auto& state = opt.state();
@@ -107,11 +108,11 @@ std::map<std::string, torch::Tensor> optimizer_state(torch::optim::Optimizer& op
       const auto* base = it->second.get();
       if (kind == Kind::sgd) {
         const auto& s = static_cast<const torch::optim::SGDParamState&>(*base);
-        if (s.momentum_buffer().defined()) out[prefix + "momentum_buffer"] = snapshot(s.momentum_buffer());
+        if (s.momentum_buffer().defined()) out[prefix + "momentum_buffer"] = snapshot(s.momentum_buffer(), how);
       } else if (kind == Kind::adam) {
-        save_adam(static_cast<const torch::optim::AdamParamState&>(*base), prefix, out);
+        save_adam(static_cast<const torch::optim::AdamParamState&>(*base), prefix, how, out);
       } else {
-        save_adam(static_cast<const torch::optim::AdamWParamState&>(*base), prefix, out);
+        save_adam(static_cast<const torch::optim::AdamWParamState&>(*base), prefix, how, out);
       }
     }
   }

@@ -246,7 +246,9 @@ std::string Trainer::save_checkpoint() {
   NamedTensors t;
   // Live tensors in their own dtype (no fp32 conversion): a resume continues bit for bit.
   for (auto& [k, v] : state_tensors(*parts_.model)) t.emplace_back("model/" + k, v);
-  for (auto& [k, v] : optimizer_state(*parts_.optimizer)) t.emplace_back("optimizer/" + k, v);
+  // Live buffers, not copies: the file is written (and every rank waits at the barrier below)
+  // before the next step changes them.
+  for (auto& [k, v] : optimizer_state(*parts_.optimizer, StateCopy::live)) t.emplace_back("optimizer/" + k, v);
   if (ema_)
     for (auto& [k, v] : ema_->state()) t.emplace_back("ema/" + k, v);
   // What differs between ranks, gathered so that one file (rank 0's) holds every rank's share.

@@ -103,14 +103,18 @@ TEST_CASE("optimizer state round trip gives a bit-identical next step: adamw") {
   check_exact_resume([o](std::vector<ParamGroup> g) { return make_adamw(o, std::move(g)); }, true);
 }
 
-TEST_CASE("optimizer state is a snapshot, and a bad state is refused without touching the optimizer") {
+TEST_CASE("optimizer state is a snapshot unless asked for the live buffers, and a bad state is refused without touching the optimizer") {
   Tiny a;
   auto opt = make_adam(AdamOptions{}, a.groups());
   a.train_step(*opt, 0);
   auto saved = optimizer_state(*opt);
+  auto live = optimizer_state(*opt, StateCopy::live);  // what a synchronous checkpoint write takes
+  CHECK(torch::equal(live.at("g0.p0.exp_avg"), saved.at("g0.p0.exp_avg")));
   auto before = saved.at("g0.p0.exp_avg").clone();
   a.train_step(*opt, 1);
   CHECK(torch::equal(saved.at("g0.p0.exp_avg"), before));  // a copy, not the live buffer
+  CHECK_FALSE(torch::equal(live.at("g0.p0.exp_avg"), before));  // the live buffer, stepped
+  CHECK(torch::equal(live.at("g0.p0.exp_avg"), optimizer_state(*opt).at("g0.p0.exp_avg")));
 
   auto bad_shape = saved;
   bad_shape["g0.p0.exp_avg"] = torch::zeros({4, 3});
