@@ -135,47 +135,11 @@ def main():
                                                generator=g, **kw)
     valid_loader = torch.utils.data.DataLoader(base.Digits(images, labels, valid_idx, False, 0),
                                                batch_size=2 * args.batch_size, shuffle=False, **kw)
-    total = len(train_loader) * args.epochs
     print(f"peer: torch {torch.__version__}, {threads} threads, {len(train_idx)} train / {len(valid_idx)} valid, "
           f"batch {args.batch_size}, {len(train_loader)} steps/epoch, resnet34 {n_params:,} parameters", flush=True)
 
-    best_path = os.path.join(args.output_dir, "best.pt")
-    step, best, best_epoch, epochs = 0, -1.0, 0, []
-    t_start = time.perf_counter()
-    for epoch in range(args.epochs):
-        model.train()
-        t0 = time.perf_counter()
-        loss_sum, count = 0.0, 0
-        for x, y in train_loader:
-            lr, mom = base.one_cycle(step, total, args.lr)
-            for grp in opt.param_groups:
-                grp["lr"], grp["betas"] = lr, (mom, grp["betas"][1])
-            x = x.contiguous(memory_format=torch.channels_last)
-            with base.autocast():
-                logits = model(x)
-            loss = F.cross_entropy(logits.float(), y)
-            opt.zero_grad(set_to_none=False)
-            loss.backward()
-            opt.step()
-            step += 1
-            loss_sum += loss.item() * x.shape[0]
-            count += x.shape[0]
-        train_s = time.perf_counter() - t0
-        t_eval = time.perf_counter()
-        acc, vloss, _ = base.evaluate(model, valid_loader, True)
-        eval_s = time.perf_counter() - t_eval
-        if acc > best:
-            best, best_epoch = acc, epoch + 1
-            torch.save(model.state_dict(), best_path)
-        e = {"epoch": epoch + 1, "train/loss": loss_sum / count, "valid/accuracy": acc, "seconds": time.perf_counter() - t0,
-             "images_per_s": count / train_s, "eval_images_per_s": len(valid_idx) / eval_s}
-        epochs.append(e)
-        print(f"epoch {epoch + 1}/{args.epochs}  loss {e['train/loss']:.4f}  valid/loss {vloss:.4f}  "
-              f"valid/accuracy {acc:.4f}  {e['seconds']:.1f}s  {e['images_per_s']:.1f} img/s", flush=True)
-    fit_s = time.perf_counter() - t_start
-
-    model.load_state_dict(torch.load(best_path))  # as the engine: keep the best epoch's weights
-    final_acc, _, _ = base.evaluate(model, valid_loader, True)
+    epochs, best_epoch, fit_s, final_acc = base.fit(model, opt, train_loader, valid_loader, args.epochs, args.lr,
+                                                    True, 0.0, os.path.join(args.output_dir, "best.pt"))
     result = {"peer": "pytorch-eager", "torch": torch.__version__, "threads": threads, "params": n_params,
               "mixed_precision": args.mixed_precision, "train": len(train_idx), "valid": len(valid_idx),
               "batch_size": args.batch_size, "epochs": args.epochs, "workers": args.workers,

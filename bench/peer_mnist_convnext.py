@@ -245,6 +245,50 @@ def evaluate(model, loader, channels_last):
     return (correct / count if count else float("nan")), (loss_sum / count if count else float("nan")), torch.cat(preds)
 
 
+def fit(model, opt, train_loader, valid_loader, n_epochs, lr_max, channels_last, label_smoothing, best_path):
+    """fit_one_cycle with the engine's habits: zero grads in place, evaluate every epoch, keep the best
+    epoch's weights and evaluate them at the end. Returns (epoch records, best epoch, seconds, accuracy)."""
+    total = len(train_loader) * n_epochs
+    step, best, best_epoch, epochs = 0, -1.0, 0, []
+    t_start = time.perf_counter()
+    for epoch in range(n_epochs):
+        model.train()
+        t0 = time.perf_counter()
+        loss_sum, count = 0.0, 0
+        for x, y in train_loader:
+            lr, mom = one_cycle(step, total, lr_max)
+            for grp in opt.param_groups:
+                grp["lr"], grp["betas"] = lr, (mom, grp["betas"][1])
+            if channels_last:
+                x = x.contiguous(memory_format=torch.channels_last)
+            with autocast():  # Accelerate's mixed_precision="bf16": the forward under autocast
+                logits = model(x)
+            loss = F.cross_entropy(logits.float(), y, label_smoothing=label_smoothing)
+            opt.zero_grad(set_to_none=False)  # the engine zeroes in place
+            loss.backward()
+            opt.step()
+            step += 1
+            loss_sum += loss.item() * x.shape[0]
+            count += x.shape[0]
+        train_s = time.perf_counter() - t0
+        t_eval = time.perf_counter()
+        acc, vloss, _ = evaluate(model, valid_loader, channels_last)
+        eval_s = time.perf_counter() - t_eval  # the engine's eval_images_per_s: valid images / this
+        if acc > best:
+            best, best_epoch = acc, epoch + 1
+            torch.save(model.state_dict(), best_path)
+        e = {"epoch": epoch + 1, "train/loss": loss_sum / count, "valid/loss": vloss, "valid/accuracy": acc,
+             "seconds": time.perf_counter() - t0, "train_seconds": train_s, "images_per_s": count / train_s,
+             "eval_images_per_s": len(valid_loader.dataset) / eval_s}
+        epochs.append(e)
+        print(f"epoch {epoch + 1}/{n_epochs}  loss {e['train/loss']:.4f}  valid/loss {vloss:.4f}  "
+              f"valid/accuracy {acc:.4f}  {e['seconds']:.1f}s  {e['images_per_s']:.1f} img/s", flush=True)
+    fit_s = time.perf_counter() - t_start
+    model.load_state_dict(torch.load(best_path))  # as the engine: keep the best epoch's weights
+    final_acc, _, _ = evaluate(model, valid_loader, channels_last)
+    return epochs, best_epoch, fit_s, final_acc
+
+
 def peak_rss_mb(who):
     return resource.getrusage(who).ru_maxrss / 1024.0  # Linux: KiB
 
@@ -307,50 +351,12 @@ def main():
     valid_loader = torch.utils.data.DataLoader(Digits(images, labels, valid_idx, False, 0),
                                                batch_size=2 * args.batch_size, shuffle=False, **loader_kw)
     steps_per_epoch = len(train_loader)
-    total = steps_per_epoch * args.epochs
     print(f"peer: torch {torch.__version__}, {threads} threads, {len(train_idx)} train / {len(valid_idx)} valid, "
           f"batch {args.batch_size}, {steps_per_epoch} steps/epoch, convnext_atto {n_params:,} parameters "
           f"(timm: {EXPECTED_PARAMS:,}), {'channels_last' if channels_last else 'contiguous'}", flush=True)
 
-    best_path = os.path.join(args.output_dir, "best.pt")
-    step, best, best_epoch, epochs = 0, -1.0, 0, []
-    t_start = time.perf_counter()
-    for epoch in range(args.epochs):
-        model.train()
-        t0 = time.perf_counter()
-        loss_sum, count = 0.0, 0
-        for x, y in train_loader:
-            lr, mom = one_cycle(step, total, args.lr)
-            for grp in opt.param_groups:
-                grp["lr"], grp["betas"] = lr, (mom, grp["betas"][1])
-            if channels_last:
-                x = x.contiguous(memory_format=torch.channels_last)
-            with autocast():  # Accelerate's mixed_precision="bf16": the forward under autocast
-                logits = model(x)
-            loss = F.cross_entropy(logits.float(), y, label_smoothing=0.1)
-            opt.zero_grad(set_to_none=False)  # the engine zeroes in place
-            loss.backward()
-            opt.step()
-            step += 1
-            loss_sum += loss.item() * x.shape[0]
-            count += x.shape[0]
-        train_s = time.perf_counter() - t0
-        t_eval = time.perf_counter()
-        acc, vloss, _ = evaluate(model, valid_loader, channels_last)
-        eval_s = time.perf_counter() - t_eval  # the engine's eval_images_per_s: valid images / this
-        if acc > best:
-            best, best_epoch = acc, epoch + 1
-            torch.save(model.state_dict(), best_path)
-        e = {"epoch": epoch + 1, "train/loss": loss_sum / count, "valid/loss": vloss, "valid/accuracy": acc,
-             "seconds": time.perf_counter() - t0, "train_seconds": train_s, "images_per_s": count / train_s,
-             "eval_images_per_s": len(valid_idx) / eval_s}
-        epochs.append(e)
-        print(f"epoch {epoch + 1}/{args.epochs}  loss {e['train/loss']:.4f}  valid/loss {vloss:.4f}  "
-              f"valid/accuracy {acc:.4f}  {e['seconds']:.1f}s  {e['images_per_s']:.1f} img/s", flush=True)
-    fit_s = time.perf_counter() - t_start
-
-    model.load_state_dict(torch.load(best_path))  # as the engine: keep the best epoch's weights
-    final_acc, _, _ = evaluate(model, valid_loader, channels_last)
+    epochs, best_epoch, fit_s, final_acc = fit(model, opt, train_loader, valid_loader, args.epochs, args.lr,
+                                               channels_last, 0.1, os.path.join(args.output_dir, "best.pt"))
     result = {"peer": "pytorch-eager", "torch": torch.__version__, "threads": threads, "mixed_precision": args.mixed_precision, "params": n_params,
               "train": len(train_idx), "valid": len(valid_idx), "batch_size": args.batch_size,
               "epochs": args.epochs, "channels_last": channels_last, "workers": args.workers,
