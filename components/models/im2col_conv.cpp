@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 // simd.h's vector helpers (unused here) draw GCC's ABI note for AVX vectors: it does not apply.
@@ -164,20 +165,27 @@ struct Im2colConv : public torch::autograd::Function<Im2colConv> {
   }
 };
 
-bool gemm_applies(const torch::Tensor& x, const torch::Tensor& w) {
-  return simd::cpu_float(x) && w.scalar_type() == torch::kFloat && x.dim() == 4 && w.dim() == 4 &&
-         w.size(1) == x.size(1);
+// The geometry when the GEMM path can take this convolution: CPU float32 outside autocast, 4-d
+// operands with matching channels, strides >= 1, paddings >= 0, an output, and windows that see at
+// least one pixel. Otherwise none: torch::conv2d takes it (and says what is wrong, if anything).
+std::optional<Geometry> gemm_geometry(const torch::Tensor& x, const torch::Tensor& w, at::IntArrayRef stride,
+                                      at::IntArrayRef padding) {
+  if (!simd::cpu_float(x) || w.scalar_type() != torch::kFloat || x.dim() != 4 || w.dim() != 4 ||
+      w.size(1) != x.size(1))
+    return std::nullopt;
+  auto sized = [](at::IntArrayRef a) { return a.size() == 1 || a.size() == 2; };
+  if (!sized(stride) || !sized(padding)) return std::nullopt;
+  for (int64_t s : stride)
+    if (s < 1) return std::nullopt;
+  for (int64_t p : padding)
+    if (p < 0) return std::nullopt;
+  const Geometry g = geometry(x, w, stride, padding);
+  if (g.ho < 1 || g.wo < 1 || g.ty < 1 || g.tx < 1) return std::nullopt;
+  return g;
 }
 
-}  // namespace
-
-torch::Tensor im2col_conv2d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
-                            at::IntArrayRef stride, at::IntArrayRef padding) {
-  if (!gemm_applies(x, weight)) return torch::conv2d(x, weight, bias, stride, padding);
-  const Geometry g = geometry(x, weight, stride, padding);
-  // Sizes conv2d refuses, or a window made of padding only: conv2d (it says what is wrong).
-  if (g.ho < 1 || g.wo < 1 || g.ty < 1 || g.tx < 1 || g.sh < 1 || g.sw < 1 || g.ph < 0 || g.pw < 0)
-    return torch::conv2d(x, weight, bias, stride, padding);
+torch::Tensor im2col_conv2d(const Geometry& g, const torch::Tensor& x, const torch::Tensor& weight,
+                            const torch::Tensor& bias) {
   RECORD_FUNCTION("engine::im2col_conv2d", std::vector<c10::IValue>({x}));
   if (torch::GradMode::is_enabled() &&
       (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad())))
@@ -185,6 +193,14 @@ torch::Tensor im2col_conv2d(const torch::Tensor& x, const torch::Tensor& weight,
     return Im2colConv::apply(x, weight, bias.defined() ? bias : torch::zeros({weight.size(0)}, weight.options()),
                              g.pack());
   return output(g, forward_rows(g, im2col_rows(g, x), weight, bias));
+}
+
+}  // namespace
+
+torch::Tensor im2col_conv2d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                            at::IntArrayRef stride, at::IntArrayRef padding) {
+  if (auto g = gemm_geometry(x, weight, stride, padding)) return im2col_conv2d(*g, x, weight, bias);
+  return torch::conv2d(x, weight, bias, stride, padding);
 }
 
 torch::Tensor patchify_conv2d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
@@ -195,11 +211,9 @@ torch::Tensor patchify_conv2d(const torch::Tensor& x, const torch::Tensor& weigh
 
 torch::Tensor conv2d_small_output(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                                   at::IntArrayRef stride, at::IntArrayRef padding) {
-  if (x.dim() == 4 && weight.dim() == 4 && gemm_applies(x, weight) && !switched_off("ENGINE_SMALL_CONV_GEMM") &&
-      optimized_blas()) {
-    const Geometry g = geometry(x, weight, stride, padding);
-    if (g.ho * g.wo <= 4) return im2col_conv2d(x, weight, bias, stride, padding);
-  }
+  if (!switched_off("ENGINE_SMALL_CONV_GEMM") && optimized_blas())
+    if (auto g = gemm_geometry(x, weight, stride, padding); g && g->ho * g->wo <= 4)
+      return im2col_conv2d(*g, x, weight, bias);
   return torch::conv2d(x, weight, bias, stride, padding);
 }
 

@@ -75,17 +75,18 @@ void write_file_atomic(const std::string& path, const std::vector<std::string_vi
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail("create", tmp, errno);
   try {
-    size_t total = 0;
-    for (auto piece : pieces) total += piece.size();
     // Under fault injection, the "partial" fault point comes after half the bytes.
-    size_t half = std::getenv("ENGINE_FAULT_INJECT") ? total / 2 : total + 1, written = 0;
+    bool partial_due = std::getenv("ENGINE_FAULT_INJECT") != nullptr;
+    size_t half = 0, written = 0;
+    for (auto piece : pieces) half += piece.size();
+    half /= 2;
     for (auto piece : pieces) {
-      if (written < half && written + piece.size() >= half) {
-        const size_t first = half - written;
-        write_all(fd, piece.substr(0, first), tmp);
+      if (partial_due && written + piece.size() >= half) {
+        write_all(fd, piece.substr(0, half - written), tmp);
         fault_point("partial", path);
-        piece.remove_prefix(first);
-        written += first;
+        piece.remove_prefix(half - written);
+        written = half;
+        partial_due = false;
       }
       write_all(fd, piece, tmp);
       written += piece.size();

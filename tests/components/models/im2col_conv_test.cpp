@@ -124,6 +124,9 @@ TEST_CASE("conv2d_small_output takes the GEMMs for outputs of at most 4 position
   CHECK(test::rel_diff(small, torch::conv2d(x, w, {}, 2, 1)) < 1e-5);
   // 4x4 -> 4x4: 16 positions, torch::conv2d itself.
   CHECK(torch::equal(conv2d_small_output(x, w, {}, {1, 1}, {1, 1}), torch::conv2d(x, w, {}, 1, 1)));
+  // Arguments conv2d refuses are refused with its error, not computed (a zero stride divides by zero).
+  CHECK_THROWS_AS(conv2d_small_output(x, w, {}, {0, 0}, {1, 1}), c10::Error);
+  CHECK_THROWS_AS(im2col_conv2d(x, w, {}, {2, 2}, {-1, -1}), c10::Error);
   // ENGINE_SMALL_CONV_GEMM=0: torch::conv2d for every size.
   setenv("ENGINE_SMALL_CONV_GEMM", "0", 1);
   auto off = conv2d_small_output(x, w, {}, {2, 2}, {1, 1});
