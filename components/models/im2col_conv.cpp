@@ -12,6 +12,7 @@
 // simd.h's vector helpers (unused here) draw GCC's ABI note for AVX vectors: it does not apply.
 #pragma GCC diagnostic ignored "-Wpsabi"
 #include "components/models/simd.h"
+#include "engine/core/blas.h"
 #include "engine/core/cpu_threads.h"
 #include "engine/core/env.h"
 
@@ -26,7 +27,12 @@
 //   forward (as im2col + GEMM: 15.6 ms with all nine taps, and one tap of nine is live), 256 -> 256
 //   at 2x2 20.8 ms (GEMM 10.9); at 4x4 the two were even, at 7x7 oneDNN won (8.8 vs 28 ms). Its
 //   whole backward was 5.5x its forward, where 2x is the arithmetic: resnet34 trained at 29 img/s
-//   and evaluated at 195, the same as PyTorch eager (which calls the same oneDNN).
+//   and evaluated at 195, the same as PyTorch eager (which calls the same oneDNN). As one GEMM per
+//   output position and live kernel row (position_conv2d: no zeros multiplied, no rows gathered),
+//   fwd / fwd+bwd ms: 2x2 256 -> 256 8.8 / 35.8 (oneDNN) vs 4.6 / 10.2; 4x4 128 -> 128 8.6 / 27.5
+//   vs 6.1 / 16.7; 1x1 512 -> 512 13.8 / 189 vs 1.1 / 4.0; the im2col rows of a 2x2 map carry 5
+//   zero taps of 9 per position. resnet34 trained at 58-73 img/s with im2col at <= 4 positions,
+//   99-100 with position_conv2d there, 109-112 with it up to 16 (evaluation 412-425, oneDNN 223).
 // The maths is unchanged, only the summation order differs (float rounding).
 
 namespace engine {
@@ -165,6 +171,91 @@ struct Im2colConv : public torch::autograd::Function<Im2colConv> {
   }
 };
 
+// One GEMM per output position and live kernel row, straight on NHWC memory: for output (oy, ox)
+// and kernel row ky, the input pixels under the live columns kx0..kx0+tx-1 are one run of tx*Cin
+// floats in every image (a matrix [N, tx*Cin] with leading dimension H*W*Cin), and the weight's
+// taps (ky, kx0..) one run in every output channel of a [Cout, kh, kw, Cin] weight. Only taps that
+// see a pixel of that position are multiplied: on a 2x2 map a 3x3 kernel has 4 of them per position
+// (im2col rows: 9, the rest zeros), on a 4x4 map 4 to 9. No rows are gathered. Calls
+// f(position, x offset, weight offset, K) in a fixed order (the summation order of every pass).
+template <class F>
+void for_each_position_gemm(const Geometry& g, F f) {
+  auto live = [](int64_t o, int64_t k, int64_t s, int64_t p, int64_t in, int64_t& first, int64_t& count) {
+    first = std::max<int64_t>(0, p - o * s);
+    count = std::min<int64_t>(k, in + p - o * s) - first;
+  };
+  for (int64_t oy = 0; oy < g.ho; ++oy) {
+    int64_t ky0, ty;
+    live(oy, g.kh, g.sh, g.ph, g.h, ky0, ty);
+    for (int64_t ox = 0; ox < g.wo; ++ox) {
+      int64_t kx0, tx;
+      live(ox, g.kw, g.sw, g.pw, g.w, kx0, tx);
+      if (tx <= 0) continue;
+      const int64_t ix = ox * g.sw - g.pw + kx0;
+      for (int64_t ky = ky0; ky < ky0 + ty; ++ky) {
+        const int64_t iy = oy * g.sh - g.ph + ky;
+        f(oy * g.wo + ox, (iy * g.w + ix) * g.c, (ky * g.kw + kx0) * g.c, tx * g.c);
+      }
+    }
+  }
+}
+
+// y [N, Ho, Wo, Cout] (NHWC) = bias + sum over positions and live rows of x_run . w_run^T.
+torch::Tensor position_forward(const Geometry& g, const torch::Tensor& xh, const torch::Tensor& wh,
+                               const torch::Tensor& b) {
+  torch::Tensor y = b.defined() ? b.expand({g.n, g.ho, g.wo, g.o}).contiguous()
+                                : torch::zeros({g.n, g.ho, g.wo, g.o}, xh.options());
+  const float *x = xh.data_ptr<float>(), *w = wh.data_ptr<float>();
+  float* out = y.data_ptr<float>();
+  const int64_t ldx = g.h * g.w * g.c, ldw = g.kh * g.kw * g.c, ldy = g.ho * g.wo * g.o;
+  for_each_position_gemm(g, [&](int64_t pos, int64_t xo, int64_t wo, int64_t k) {
+    sgemm_rows(false, true, g.n, g.o, k, 1.f, x + xo, ldx, w + wo, ldw, 1.f, out + pos * g.o, ldy);
+  });
+  return y;
+}
+
+torch::Tensor nhwc(const torch::Tensor& t) { return t.permute({0, 2, 3, 1}).contiguous(); }  // free if channels-last
+
+struct PositionConv : public torch::autograd::Function<PositionConv> {
+  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, torch::Tensor w, torch::Tensor b,
+                               std::vector<int64_t> sizes) {
+    const Geometry g = geometry(sizes);
+    torch::Tensor xh = nhwc(x), wh = nhwc(w);
+    ctx->save_for_backward({xh, wh});
+    ctx->saved_data["sizes"] = sizes;
+    return position_forward(g, xh, wh, b).permute({0, 3, 1, 2});
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &xh = saved[0], &wh = saved[1];
+    const Geometry g = geometry(ctx->saved_data["sizes"].toIntVector());
+    torch::Tensor gy = nhwc(grads[0]);
+    const float* dy = gy.data_ptr<float>();
+    const int64_t ldx = g.h * g.w * g.c, ldw = g.kh * g.kw * g.c, ldy = g.ho * g.wo * g.o;
+    torch::Tensor gx, gw, gb;
+    if (ctx->needs_input_grad(0)) {  // pixels no window reads: 0
+      torch::Tensor gxh = torch::zeros({g.n, g.h, g.w, g.c}, gy.options());
+      const float* w = wh.data_ptr<float>();
+      float* dx = gxh.data_ptr<float>();
+      for_each_position_gemm(g, [&](int64_t pos, int64_t xo, int64_t wo, int64_t k) {
+        sgemm_rows(false, false, g.n, k, g.o, 1.f, dy + pos * g.o, ldy, w + wo, ldw, 1.f, dx + xo, ldx);
+      });
+      gx = gxh.permute({0, 3, 1, 2});
+    }
+    if (ctx->needs_input_grad(1)) {  // taps that only see padding: 0
+      torch::Tensor gwh = torch::zeros({g.o, g.kh, g.kw, g.c}, gy.options());
+      const float* x = xh.data_ptr<float>();
+      float* dw = gwh.data_ptr<float>();
+      for_each_position_gemm(g, [&](int64_t pos, int64_t xo, int64_t wo, int64_t k) {
+        sgemm_rows(true, false, g.o, k, g.n, 1.f, dy + pos * g.o, ldy, x + xo, ldx, 1.f, dw + wo, ldw);
+      });
+      gw = gwh.permute({0, 3, 1, 2});
+    }
+    if (ctx->needs_input_grad(2)) gb = gy.view({-1, g.o}).sum(0);
+    return {gx, gw, gb, torch::Tensor()};
+  }
+};
+
 // The geometry when the GEMM path can take this convolution: CPU float32 outside autocast, 4-d
 // operands with matching channels, strides >= 1, paddings >= 0, an output, and windows that see at
 // least one pixel. Otherwise none: torch::conv2d takes it (and says what is wrong, if anything).
@@ -184,12 +275,31 @@ std::optional<Geometry> gemm_geometry(const torch::Tensor& x, const torch::Tenso
   return g;
 }
 
+// conv2d_small_output's cap: outputs of at most this many positions per image take position_conv2d.
+// resnet34 at 28x28, 1 thread, 2 alternating rounds (train / evaluation img/s): cap 4 (layer3-4)
+// 99-100 / 373-376, cap 16 (layer2 too) 109-112 / 412-425, cap 49 (layer1 too) 112 / 415;
+// per shape (batch 64), oneDNN wins at 7x7 (3x3 64 -> 64: 20.6 vs 30 ms fwd+bwd).
+constexpr int64_t kSmallOutputPositions = 16;
+
+bool needs_autograd(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  return torch::GradMode::is_enabled() &&
+         (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()));
+}
+
+torch::Tensor position_conv2d(const Geometry& g, const torch::Tensor& x, const torch::Tensor& weight,
+                              const torch::Tensor& bias) {
+  RECORD_FUNCTION("engine::position_conv2d", std::vector<c10::IValue>({x}));
+  if (needs_autograd(x, weight, bias))
+    // A custom Function takes no undefined tensor in 1.13: no bias is a zero bias needing no grad.
+    return PositionConv::apply(x, weight, bias.defined() ? bias : torch::zeros({weight.size(0)}, weight.options()),
+                               g.pack());
+  return position_forward(g, nhwc(x), nhwc(weight), bias).permute({0, 3, 1, 2});
+}
+
 torch::Tensor im2col_conv2d(const Geometry& g, const torch::Tensor& x, const torch::Tensor& weight,
                             const torch::Tensor& bias) {
   RECORD_FUNCTION("engine::im2col_conv2d", std::vector<c10::IValue>({x}));
-  if (torch::GradMode::is_enabled() &&
-      (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad())))
-    // A custom Function takes no undefined tensor in 1.13: no bias is a zero bias needing no grad.
+  if (needs_autograd(x, weight, bias))
     return Im2colConv::apply(x, weight, bias.defined() ? bias : torch::zeros({weight.size(0)}, weight.options()),
                              g.pack());
   return output(g, forward_rows(g, im2col_rows(g, x), weight, bias));
@@ -203,6 +313,13 @@ torch::Tensor im2col_conv2d(const torch::Tensor& x, const torch::Tensor& weight,
   return torch::conv2d(x, weight, bias, stride, padding);
 }
 
+torch::Tensor position_conv2d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                              at::IntArrayRef stride, at::IntArrayRef padding) {
+  if (blas_sgemm_available())
+    if (auto g = gemm_geometry(x, weight, stride, padding)) return position_conv2d(*g, x, weight, bias);
+  return torch::conv2d(x, weight, bias, stride, padding);
+}
+
 torch::Tensor patchify_conv2d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
   if (weight.dim() != 4) return torch::conv2d(x, weight, bias, 1);  // conv2d says what is wrong
   const int64_t k = weight.size(2);
@@ -211,9 +328,9 @@ torch::Tensor patchify_conv2d(const torch::Tensor& x, const torch::Tensor& weigh
 
 torch::Tensor conv2d_small_output(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                                   at::IntArrayRef stride, at::IntArrayRef padding) {
-  if (!switched_off("ENGINE_SMALL_CONV_GEMM") && optimized_blas())
-    if (auto g = gemm_geometry(x, weight, stride, padding); g && g->ho * g->wo <= 4)
-      return im2col_conv2d(*g, x, weight, bias);
+  if (!switched_off("ENGINE_SMALL_CONV_GEMM") && blas_sgemm_available())
+    if (auto g = gemm_geometry(x, weight, stride, padding); g && g->ho * g->wo <= kSmallOutputPositions)
+      return position_conv2d(*g, x, weight, bias);
   return torch::conv2d(x, weight, bias, stride, padding);
 }
 

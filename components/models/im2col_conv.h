@@ -16,14 +16,24 @@ namespace engine {
 torch::Tensor im2col_conv2d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                             at::IntArrayRef stride, at::IntArrayRef padding);
 
+/// torch::conv2d(x, weight, bias, stride, padding) (dilation 1, groups 1) as one GEMM per output
+/// position and live kernel row, on the NHWC memory itself (no rows gathered): for output (oy, ox)
+/// and kernel row ky, the pixels under the kernel columns that see the map are one run of
+/// memory in every image, and so are those taps of a [Cout, kh, kw, Cin] weight. Multiplies only
+/// the taps each position sees (a 3x3 kernel on a 2x2 map: 4 of 9 per position). For small
+/// outputs (many GEMMs of N rows otherwise). Same dtype/device/autocast fallback as im2col_conv2d,
+/// and it needs an optimised BLAS (engine::blas_sgemm_available()).
+torch::Tensor position_conv2d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                              at::IntArrayRef stride, at::IntArrayRef padding);
+
 /// torch::conv2d(x, weight, bias, stride = k) for a k x k weight (no padding): ConvNeXt's stem and
 /// downsample layers. The patches do not overlap, so the rows are the input itself rearranged.
 /// Use it where the BLAS is optimised (engine::optimized_blas()): with a reference BLAS, oneDNN's
 /// convolution is faster.
 torch::Tensor patchify_conv2d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
 
-/// torch::conv2d(x, weight, bias, stride, padding, dilation 1, groups 1), through im2col_conv2d when
-/// the output has at most 4 positions per image (a ResNet's last stages on small images), the BLAS
+/// torch::conv2d(x, weight, bias, stride, padding, dilation 1, groups 1), through position_conv2d when
+/// the output has at most 16 positions per image (a ResNet's last stages on small images), the BLAS
 /// is optimised and ENGINE_SMALL_CONV_GEMM is not "0"; torch::conv2d otherwise.
 torch::Tensor conv2d_small_output(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                                   at::IntArrayRef stride, at::IntArrayRef padding);

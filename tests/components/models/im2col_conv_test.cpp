@@ -5,8 +5,10 @@
 #include <torch/torch.h>
 
 #include <cstdlib>
+#include <utility>
 #include <vector>
 
+#include "engine/core/blas.h"
 #include "engine/core/cpu_threads.h"
 #include "tests/components/models/mnist_batch.h"
 #include "tests/components/models/model_fixtures.h"
@@ -92,20 +94,25 @@ TEST_CASE("patchify_conv2d matches a stride-k torch::conv2d on digits, odd sizes
   CHECK(torch::equal(patchify_conv2d(xd, wd, {}), torch::conv2d(xd, wd, {}, 4)));
 }
 
+// Convolutions with padding and overlapping windows, ResNet's small maps among them.
+const ConvCase padded_cases[] = {
+    {"3x3 on a 1x1 map: one live tap of nine", 64, 1, 1, 48, 3, 3, 1, 1, 1, 1, true, true, false},
+    {"3x3 stride 2 on 2x2 -> 1x1: four live taps", 32, 2, 2, 48, 3, 3, 2, 2, 1, 1, true, true, false},
+    {"3x3 on 2x2: every tap live, windows overlap", 32, 2, 2, 40, 3, 3, 1, 1, 1, 1, true, true, true},
+    {"3x3 on 4x4: corner, edge and inner positions", 24, 4, 4, 40, 3, 3, 1, 1, 1, 1, true, true, false},
+    {"3x3 stride 2 on 4x4 -> 2x2", 24, 4, 4, 40, 3, 3, 2, 2, 1, 1, true, true, false},
+    {"3x3 stride 2 on 7x7 -> 4x4", 16, 7, 7, 24, 3, 3, 2, 2, 1, 1, true, true, false},
+    {"1x1 stride 2 shortcut, 4x4 -> 2x2", 24, 4, 4, 40, 1, 1, 2, 2, 0, 0, true, true, false},
+    {"7x7 stride 2 stem on digits, no image gradient", 1, 28, 28, 16, 7, 7, 2, 2, 3, 3, true, false, false},
+    {"NCHW input 7x11, 3x3 stride 1, bias", 12, 7, 11, 16, 3, 3, 1, 1, 1, 1, false, true, true},
+    {"5x3 kernel, stride (2, 1), padding (2, 1), 6x9", 8, 6, 9, 12, 5, 3, 2, 1, 2, 1, true, true, true},
+    {"padding wider than the map: 5x5 on 1x2, padding 3", 8, 1, 2, 12, 5, 5, 1, 1, 3, 3, true, true, true},
+    {"positions that see only padding: 1x1 kernel, padding 1", 8, 2, 2, 12, 1, 1, 1, 1, 1, 1, true, true, true},
+};
+
 TEST_CASE("im2col_conv2d matches torch::conv2d with padding and overlapping windows, on ResNet's small maps too") {
   torch::manual_seed(5);
-  const ConvCase cases[] = {
-      {"3x3 on a 1x1 map: one live tap of nine", 64, 1, 1, 48, 3, 3, 1, 1, 1, 1, true, true, false},
-      {"3x3 stride 2 on 2x2 -> 1x1: four live taps", 32, 2, 2, 48, 3, 3, 2, 2, 1, 1, true, true, false},
-      {"3x3 on 2x2: every tap live, windows overlap", 32, 2, 2, 40, 3, 3, 1, 1, 1, 1, true, true, true},
-      {"3x3 stride 2 on 4x4 -> 2x2", 24, 4, 4, 40, 3, 3, 2, 2, 1, 1, true, true, false},
-      {"1x1 stride 2 shortcut, 4x4 -> 2x2", 24, 4, 4, 40, 1, 1, 2, 2, 0, 0, true, true, false},
-      {"7x7 stride 2 stem on digits, no image gradient", 1, 28, 28, 16, 7, 7, 2, 2, 3, 3, true, false, false},
-      {"NCHW input 7x11, 3x3 stride 1, bias", 12, 7, 11, 16, 3, 3, 1, 1, 1, 1, false, true, true},
-      {"5x3 kernel, stride (2, 1), padding (2, 1), 6x9", 8, 6, 9, 12, 5, 3, 2, 1, 2, 1, true, true, true},
-      {"padding wider than the map: 5x5 on 1x2, padding 3", 8, 1, 2, 12, 5, 5, 1, 1, 3, 3, true, true, true},
-  };
-  for (const auto& c : cases) {
+  for (const auto& c : padded_cases) {
     const std::vector<int64_t> stride{c.sh, c.sw}, padding{c.ph, c.pw};
     check_against_conv2d(c, [&](const auto& x, const auto& w, const auto& b) {
       return im2col_conv2d(x, w, b, stride, padding);
@@ -113,20 +120,35 @@ TEST_CASE("im2col_conv2d matches torch::conv2d with padding and overlapping wind
   }
 }
 
-TEST_CASE("conv2d_small_output takes the GEMMs for outputs of at most 4 positions, torch::conv2d otherwise") {
+TEST_CASE("position_conv2d (one GEMM per output position and kernel row) matches torch::conv2d") {
+  torch::manual_seed(5);
+  for (const auto& c : padded_cases) {
+    const std::vector<int64_t> stride{c.sh, c.sw}, padding{c.ph, c.pw};
+    check_against_conv2d(c, [&](const auto& x, const auto& w, const auto& b) {
+      return position_conv2d(x, w, b, stride, padding);
+    });
+  }
+}
+
+TEST_CASE("conv2d_small_output takes the GEMMs for outputs of at most 16 positions, torch::conv2d otherwise") {
   torch::manual_seed(6);
-  auto x = torch::randn({4, 16, 4, 4}).contiguous(torch::MemoryFormat::ChannelsLast);
+  auto x = torch::randn({4, 16, 5, 5}).contiguous(torch::MemoryFormat::ChannelsLast);
   auto w = torch::randn({8, 16, 3, 3}).contiguous(torch::MemoryFormat::ChannelsLast);
-  // 4x4 -> 2x2 (stride 2): the GEMM path, bit for bit what im2col_conv2d gives (with a reference
-  // BLAS, oneDNN's convolution: faster there).
-  auto small = conv2d_small_output(x, w, {}, {2, 2}, {1, 1});
-  CHECK(torch::equal(small, optimized_blas() ? im2col_conv2d(x, w, {}, {2, 2}, {1, 1}) : torch::conv2d(x, w, {}, 2, 1)));
-  CHECK(test::rel_diff(small, torch::conv2d(x, w, {}, 2, 1)) < 1e-5);
-  // 4x4 -> 4x4: 16 positions, torch::conv2d itself.
+  // 5x5 -> 3x3 (stride 2) and 4x4 -> 4x4: the GEMM path, bit for bit what position_conv2d gives
+  // (with a reference BLAS, oneDNN's convolution: faster there).
+  auto x4 = x.narrow(2, 0, 4).narrow(3, 0, 4).contiguous(torch::MemoryFormat::ChannelsLast);
+  for (const auto& [in, stride] : {std::pair{x, int64_t{2}}, std::pair{x4, int64_t{1}}}) {
+    auto small = conv2d_small_output(in, w, {}, {stride, stride}, {1, 1});
+    CHECK(torch::equal(small, blas_sgemm_available() ? position_conv2d(in, w, {}, {stride, stride}, {1, 1})
+                                                     : torch::conv2d(in, w, {}, stride, 1)));
+    CHECK(test::rel_diff(small, torch::conv2d(in, w, {}, stride, 1)) < 1e-5);
+  }
+  // 5x5 -> 5x5: 25 positions, torch::conv2d itself.
   CHECK(torch::equal(conv2d_small_output(x, w, {}, {1, 1}, {1, 1}), torch::conv2d(x, w, {}, 1, 1)));
   // Arguments conv2d refuses are refused with its error, not computed (a zero stride divides by zero).
   CHECK_THROWS_AS(conv2d_small_output(x, w, {}, {0, 0}, {1, 1}), c10::Error);
   CHECK_THROWS_AS(im2col_conv2d(x, w, {}, {2, 2}, {-1, -1}), c10::Error);
+  CHECK_THROWS_AS(position_conv2d(x, w, {}, {2, 2}, {-1, -1}), c10::Error);
   // ENGINE_SMALL_CONV_GEMM=0: torch::conv2d for every size.
   setenv("ENGINE_SMALL_CONV_GEMM", "0", 1);
   auto off = conv2d_small_output(x, w, {}, {2, 2}, {1, 1});
