@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <stdexcept>
+#include <string>
 
 #include "engine/core/errors.h"
 
@@ -71,6 +73,13 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
 }
 
 void write_file_atomic(const std::string& path, const std::vector<std::string_view>& pieces) {
+  std::vector<size_t> sizes;
+  for (auto piece : pieces) sizes.push_back(piece.size());
+  write_file_atomic(path, sizes, [&](size_t i) { return pieces[i]; });
+}
+
+void write_file_atomic(const std::string& path, const std::vector<size_t>& sizes,
+                       const std::function<std::string_view(size_t)>& piece_at) {
   const std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail("create", tmp, errno);
@@ -78,9 +87,13 @@ void write_file_atomic(const std::string& path, const std::vector<std::string_vi
     // Under fault injection, the "partial" fault point comes after half the bytes.
     bool partial_due = std::getenv("ENGINE_FAULT_INJECT") != nullptr;
     size_t half = 0, written = 0;
-    for (auto piece : pieces) half += piece.size();
+    for (size_t size : sizes) half += size;
     half /= 2;
-    for (auto piece : pieces) {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      std::string_view piece = piece_at(i);
+      if (piece.size() != sizes[i])
+        throw std::logic_error("write_file_atomic: piece " + std::to_string(i) + " of " + path + " has " +
+                               std::to_string(piece.size()) + " bytes, announced " + std::to_string(sizes[i]));
       if (partial_due && written + piece.size() >= half) {
         write_all(fd, piece.substr(0, half - written), tmp);
         fault_point("partial", path);

@@ -1,6 +1,8 @@
 #pragma once
 // Atomic writes: data goes to "<path>.tmp", is fsync'ed, then renamed over <path> and the
 // directory is fsync'ed. Readers see the old file or the new one, never a torn one.
+#include <cstddef>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,5 +14,12 @@ void write_file_atomic(const std::string& path, std::string_view bytes);
 /// The same for a file made of several pieces written one after the other (a safetensors file: its
 /// header, then each tensor's bytes straight from the tensor), without joining them in memory first.
 void write_file_atomic(const std::string& path, const std::vector<std::string_view>& pieces);
+
+/// The same with each piece produced only when it is written: piece(i) returns piece i's bytes
+/// (exactly sizes[i] of them), which need stay valid only until piece(i + 1) is asked for. A file
+/// of tensors converted one at a time (a channels-last weight to the file's row-major order) then
+/// holds one converted tensor in memory, not all of them.
+void write_file_atomic(const std::string& path, const std::vector<size_t>& sizes,
+                       const std::function<std::string_view(size_t)>& piece);
 
 }  // namespace engine

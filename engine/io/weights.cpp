@@ -30,15 +30,18 @@ std::string shape_text(torch::IntArrayRef s) {
   return out + "]";
 }
 
-NamedTensors model_tensors(const torch::nn::Module& module) {
+NamedTensors model_tensors_live(const torch::nn::Module& module) {
   NamedTensors out;
-  for (auto& [key, t] : state_tensors(module)) {
-    torch::Tensor c = t.detach();
-    if (c.is_floating_point()) c = c.to(torch::kFloat);
-    // clone(): a copy even when t is already CPU fp32 contiguous, so later training steps never
-    // change what the caller is about to write.
-    out.emplace_back(key, c.to(torch::kCPU).contiguous().clone());
-  }
+  for (auto& [key, t] : state_tensors(module))
+    out.emplace_back(key, t.is_floating_point() ? t.detach().to(torch::kFloat) : t.detach());
+  return out;
+}
+
+NamedTensors model_tensors(const torch::nn::Module& module) {
+  NamedTensors out = model_tensors_live(module);
+  // clone(): a copy even when t is already CPU fp32 contiguous, so later training steps never
+  // change what the caller is about to write.
+  for (auto& [key, t] : out) t = t.to(torch::kCPU).contiguous().clone();
   return out;
 }
 

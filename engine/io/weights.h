@@ -21,6 +21,11 @@ NamedTensors state_tensors(const torch::nn::Module& module);
 /// fp32 (what the engine saves as model.safetensors), others keep their dtype (I64 counters).
 NamedTensors model_tensors(const torch::nn::Module& module);
 
+/// The same keys and dtypes without copies where a tensor already has its dtype (the live fp32
+/// parameters, any device and memory format): for a synchronous save_safetensors, which converts
+/// one tensor at a time, while nothing trains.
+NamedTensors model_tensors_live(const torch::nn::Module& module);
+
 /// "[64, 3, 7, 7]": a shape as the messages about weights write it.
 std::string shape_text(torch::IntArrayRef shape);
 

@@ -53,7 +53,9 @@ std::string Checkpointer::best_path() const { return dir_ + "/best.safetensors";
 void Checkpointer::save_weights(const std::string& path, const torch::nn::Module& model,
                                 const std::map<std::string, std::string>& metadata) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  save_safetensors(path, model_tensors(model), metadata);
+  // The live weights: the write is synchronous and no step runs meanwhile (a copy of resnet34's
+  // weights is 85 MB more at the peak).
+  save_safetensors(path, model_tensors_live(model), metadata);
 }
 
 void Checkpointer::save_best(const torch::nn::Module& model, const TrainState& state,

@@ -5,6 +5,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "engine/core/errors.h"
 #include "tests/support/paths.h"
@@ -54,4 +58,24 @@ TEST_CASE("write_file_atomic with a bare file name writes to the working directo
   write_file_atomic("bare.txt", "ok");
   CHECK(slurp(dir + "/bare.txt") == "ok");
   fs::current_path(old);
+}
+
+TEST_CASE("write_file_atomic asks for each piece once, in order, and refuses a piece of another size") {
+  auto dir = test::temp_dir("atomic_pieces");
+  std::string p = dir + "/pieces.bin";
+  const std::vector<std::string> parts{"abc", "", "hello"};
+  std::vector<size_t> asked;
+  std::string current;  // valid until the next piece is asked for, as the contract allows
+  write_file_atomic(p, {3, 0, 5}, [&](size_t i) -> std::string_view {
+    asked.push_back(i);
+    current = parts[i];
+    return current;
+  });
+  CHECK(asked == std::vector<size_t>{0, 1, 2});
+  CHECK(slurp(p) == "abchello");
+  // A producer that breaks its announced size: an error, the old file kept, no .tmp left.
+  CHECK_THROWS_AS(write_file_atomic(p, {3, 4}, [&](size_t i) -> std::string_view { return i ? "toolong" : "new"; }),
+                  std::logic_error);
+  CHECK(slurp(p) == "abchello");
+  CHECK(!fs::exists(p + ".tmp"));
 }

@@ -183,3 +183,22 @@ TEST_CASE("saving rejects duplicate names and tensors without a safetensors dtyp
                   UserError);
   CHECK(!std::filesystem::exists(dir + "/d.safetensors"));
 }
+
+TEST_CASE("tensors in any memory layout are written in the file's row-major order") {
+  auto dir = test::temp_dir("st_layouts");
+  torch::manual_seed(3);
+  auto nchw = torch::randn({4, 3, 5, 2});
+  auto channels_last = nchw.contiguous(torch::MemoryFormat::ChannelsLast);  // same values, other memory
+  auto transposed = torch::randn({6, 7}).t();                              // a non-contiguous view
+  auto sliced = torch::arange(40, torch::kLong).view({8, 5}).narrow(1, 1, 3);
+  save_safetensors(dir + "/m.safetensors", {{"cl", channels_last}, {"t", transposed}, {"s", sliced}});
+  auto f = load_safetensors(dir + "/m.safetensors");
+  REQUIRE(f.tensors.size() == 3);
+  CHECK(f.tensors[0].second.sizes() == nchw.sizes());
+  CHECK(torch::equal(f.tensors[0].second, nchw));
+  CHECK(torch::equal(f.tensors[1].second, transposed));
+  CHECK(torch::equal(f.tensors[2].second, sliced));
+  // Byte for byte what the contiguous tensors give.
+  save_safetensors(dir + "/c.safetensors", {{"cl", nchw}, {"t", transposed.contiguous()}, {"s", sliced.contiguous()}});
+  CHECK(read_bytes(dir + "/m.safetensors") == read_bytes(dir + "/c.safetensors"));
+}

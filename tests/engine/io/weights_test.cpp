@@ -38,6 +38,23 @@ TEST_CASE("model_tensors lists parameters and buffers in state_dict order as CPU
   CHECK(t[0].second.max().item<float>() != 7.0f);
 }
 
+TEST_CASE("model_tensors_live gives the same keys and values as the live tensors, without copies") {
+  auto net = small_net();
+  NamedTensors live = model_tensors_live(*net), copies = model_tensors(*net);
+  REQUIRE(live.size() == copies.size());
+  for (size_t i = 0; i < live.size(); ++i) {
+    CHECK(live[i].first == copies[i].first);
+    CHECK(torch::equal(live[i].second, copies[i].second));
+  }
+  torch::NoGradGuard g;
+  net[0]->as<nn::Linear>()->weight.fill_(7);  // the live list sees it, the copies do not
+  CHECK(live[0].second.min().item<float>() == 7.0f);
+  CHECK(copies[0].second.max().item<float>() != 7.0f);
+  nn::Linear lin(2, 2);
+  lin->to(torch::kBFloat16);
+  for (const auto& [k, v] : model_tensors_live(*lin)) CHECK((v.scalar_type() == torch::kFloat));
+}
+
 TEST_CASE("model_tensors converts low-precision floats to fp32") {
   nn::Linear lin(2, 2);
   lin->to(torch::kBFloat16);
