@@ -232,25 +232,24 @@ struct PositionConv : public torch::autograd::Function<PositionConv> {
     torch::Tensor gy = nhwc(grads[0]);
     const float* dy = gy.data_ptr<float>();
     const int64_t ldx = g.h * g.w * g.c, ldw = g.kh * g.kw * g.c, ldy = g.ho * g.wo * g.o;
+    const float *x = xh.data_ptr<float>(), *w = wh.data_ptr<float>();
+    // A zero NHWC / OHWI gradient, every position's products added in (pixels no window reads and
+    // taps that only see padding stay 0), returned as an NCHW view.
+    auto accumulate = [&](std::vector<int64_t> shape, auto add_products) {
+      torch::Tensor out = torch::zeros(shape, gy.options());
+      float* o = out.data_ptr<float>();
+      for_each_position_gemm(g, [&](int64_t pos, int64_t xo, int64_t wo, int64_t k) { add_products(o, pos, xo, wo, k); });
+      return out.permute({0, 3, 1, 2});
+    };
     torch::Tensor gx, gw, gb;
-    if (ctx->needs_input_grad(0)) {  // pixels no window reads: 0
-      torch::Tensor gxh = torch::zeros({g.n, g.h, g.w, g.c}, gy.options());
-      const float* w = wh.data_ptr<float>();
-      float* dx = gxh.data_ptr<float>();
-      for_each_position_gemm(g, [&](int64_t pos, int64_t xo, int64_t wo, int64_t k) {
+    if (ctx->needs_input_grad(0))
+      gx = accumulate({g.n, g.h, g.w, g.c}, [&](float* dx, int64_t pos, int64_t xo, int64_t wo, int64_t k) {
         sgemm_rows(false, false, g.n, k, g.o, 1.f, dy + pos * g.o, ldy, w + wo, ldw, 1.f, dx + xo, ldx);
       });
-      gx = gxh.permute({0, 3, 1, 2});
-    }
-    if (ctx->needs_input_grad(1)) {  // taps that only see padding: 0
-      torch::Tensor gwh = torch::zeros({g.o, g.kh, g.kw, g.c}, gy.options());
-      const float* x = xh.data_ptr<float>();
-      float* dw = gwh.data_ptr<float>();
-      for_each_position_gemm(g, [&](int64_t pos, int64_t xo, int64_t wo, int64_t k) {
+    if (ctx->needs_input_grad(1))
+      gw = accumulate({g.o, g.kh, g.kw, g.c}, [&](float* dw, int64_t pos, int64_t xo, int64_t wo, int64_t k) {
         sgemm_rows(true, false, g.o, k, g.n, 1.f, dy + pos * g.o, ldy, x + xo, ldx, 1.f, dw + wo, ldw);
       });
-      gw = gwh.permute({0, 3, 1, 2});
-    }
     if (ctx->needs_input_grad(2)) gb = gy.view({-1, g.o}).sum(0);
     return {gx, gw, gb, torch::Tensor()};
   }
