@@ -110,24 +110,22 @@ const ConvCase padded_cases[] = {
     {"positions that see only padding: 1x1 kernel, padding 1", 8, 2, 2, 12, 1, 1, 1, 1, 1, 1, true, true, true},
 };
 
-TEST_CASE("im2col_conv2d matches torch::conv2d with padding and overlapping windows, on ResNet's small maps too") {
+// Every padded case through conv(x, w, b, stride, padding), against torch::conv2d.
+template <class Conv>
+void check_padded_cases(Conv conv) {
   torch::manual_seed(5);
   for (const auto& c : padded_cases) {
     const std::vector<int64_t> stride{c.sh, c.sw}, padding{c.ph, c.pw};
-    check_against_conv2d(c, [&](const auto& x, const auto& w, const auto& b) {
-      return im2col_conv2d(x, w, b, stride, padding);
-    });
+    check_against_conv2d(c, [&](const auto& x, const auto& w, const auto& b) { return conv(x, w, b, stride, padding); });
   }
 }
 
+TEST_CASE("im2col_conv2d matches torch::conv2d with padding and overlapping windows, on ResNet's small maps too") {
+  check_padded_cases([](const auto&... a) { return im2col_conv2d(a...); });
+}
+
 TEST_CASE("position_conv2d (one GEMM per output position and kernel row) matches torch::conv2d") {
-  torch::manual_seed(5);
-  for (const auto& c : padded_cases) {
-    const std::vector<int64_t> stride{c.sh, c.sw}, padding{c.ph, c.pw};
-    check_against_conv2d(c, [&](const auto& x, const auto& w, const auto& b) {
-      return position_conv2d(x, w, b, stride, padding);
-    });
-  }
+  check_padded_cases([](const auto&... a) { return position_conv2d(a...); });
 }
 
 TEST_CASE("conv2d_small_output takes the GEMMs for outputs of at most 16 positions, torch::conv2d otherwise") {
