@@ -255,13 +255,14 @@ struct PositionConv : public torch::autograd::Function<PositionConv> {
   }
 };
 
-// The geometry when the GEMM path can take this convolution: CPU float32 outside autocast, 4-d
-// operands with matching channels, strides >= 1, paddings >= 0, an output, and windows that see at
-// least one pixel. Otherwise none: torch::conv2d takes it (and says what is wrong, if anything).
-std::optional<Geometry> gemm_geometry(const torch::Tensor& x, const torch::Tensor& w, at::IntArrayRef stride,
-                                      at::IntArrayRef padding) {
-  if (!simd::cpu_float(x) || w.scalar_type() != torch::kFloat || x.dim() != 4 || w.dim() != 4 ||
-      w.size(1) != x.size(1))
+// The geometry when the GEMM path can take this convolution: CPU float32 operands outside autocast
+// (the bias too, when there is one), 4-d operands with matching channels, strides >= 1, paddings
+// >= 0, an output, and windows that see at least one pixel. Otherwise none: torch::conv2d takes it
+// (and says what is wrong, if anything: a CUDA weight beside a CPU input, a double bias).
+std::optional<Geometry> gemm_geometry(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
+                                      at::IntArrayRef stride, at::IntArrayRef padding) {
+  if (!simd::cpu_float(x) || !simd::cpu_float(w) || (b.defined() && !simd::cpu_float(b)) || x.dim() != 4 ||
+      w.dim() != 4 || w.size(1) != x.size(1))
     return std::nullopt;
   auto sized = [](at::IntArrayRef a) { return a.size() == 1 || a.size() == 2; };
   if (!sized(stride) || !sized(padding)) return std::nullopt;
@@ -308,14 +309,14 @@ torch::Tensor im2col_conv2d(const Geometry& g, const torch::Tensor& x, const tor
 
 torch::Tensor im2col_conv2d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                             at::IntArrayRef stride, at::IntArrayRef padding) {
-  if (auto g = gemm_geometry(x, weight, stride, padding)) return im2col_conv2d(*g, x, weight, bias);
+  if (auto g = gemm_geometry(x, weight, bias, stride, padding)) return im2col_conv2d(*g, x, weight, bias);
   return torch::conv2d(x, weight, bias, stride, padding);
 }
 
 torch::Tensor position_conv2d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                               at::IntArrayRef stride, at::IntArrayRef padding) {
   if (blas_sgemm_available())
-    if (auto g = gemm_geometry(x, weight, stride, padding)) return position_conv2d(*g, x, weight, bias);
+    if (auto g = gemm_geometry(x, weight, bias, stride, padding)) return position_conv2d(*g, x, weight, bias);
   return torch::conv2d(x, weight, bias, stride, padding);
 }
 
@@ -328,7 +329,7 @@ torch::Tensor patchify_conv2d(const torch::Tensor& x, const torch::Tensor& weigh
 torch::Tensor conv2d_small_output(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                                   at::IntArrayRef stride, at::IntArrayRef padding) {
   if (!switched_off("ENGINE_SMALL_CONV_GEMM") && blas_sgemm_available())
-    if (auto g = gemm_geometry(x, weight, stride, padding); g && g->ho * g->wo <= kSmallOutputPositions)
+    if (auto g = gemm_geometry(x, weight, bias, stride, padding); g && g->ho * g->wo <= kSmallOutputPositions)
       return position_conv2d(*g, x, weight, bias);
   return torch::conv2d(x, weight, bias, stride, padding);
 }
