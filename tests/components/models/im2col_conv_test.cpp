@@ -103,6 +103,7 @@ const ConvCase padded_cases[] = {
     {"3x3 stride 2 on 4x4 -> 2x2", 24, 4, 4, 40, 3, 3, 2, 2, 1, 1, true, true, false},
     {"3x3 stride 2 on 7x7 -> 4x4", 16, 7, 7, 24, 3, 3, 2, 2, 1, 1, true, true, false},
     {"1x1 stride 2 shortcut, 4x4 -> 2x2", 24, 4, 4, 40, 1, 1, 2, 2, 0, 0, true, true, false},
+    {"1x1 stride 1, pointwise (one GEMM over every pixel), 4x3, bias", 24, 4, 3, 40, 1, 1, 1, 1, 0, 0, true, true, true},
     {"7x7 stride 2 stem on digits, no image gradient", 1, 28, 28, 16, 7, 7, 2, 2, 3, 3, true, false, false},
     {"NCHW input 7x11, 3x3 stride 1, bias", 12, 7, 11, 16, 3, 3, 1, 1, 1, 1, false, true, true},
     {"5x3 kernel, stride (2, 1), padding (2, 1), 6x9", 8, 6, 9, 12, 5, 3, 2, 1, 2, 1, true, true, true},
