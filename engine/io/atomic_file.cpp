@@ -69,13 +69,7 @@ void fault_point(const char* stage, const std::string& path) {
 }  // namespace
 
 void write_file_atomic(const std::string& path, std::string_view bytes) {
-  write_file_atomic(path, std::vector<std::string_view>{bytes});
-}
-
-void write_file_atomic(const std::string& path, const std::vector<std::string_view>& pieces) {
-  std::vector<size_t> sizes;
-  for (auto piece : pieces) sizes.push_back(piece.size());
-  write_file_atomic(path, sizes, [&](size_t i) { return pieces[i]; });
+  write_file_atomic(path, {bytes.size()}, [&](size_t) { return bytes; });
 }
 
 void write_file_atomic(const std::string& path, const std::vector<size_t>& sizes,

@@ -11,14 +11,11 @@ namespace engine {
 
 void write_file_atomic(const std::string& path, std::string_view bytes);
 
-/// The same for a file made of several pieces written one after the other (a safetensors file: its
-/// header, then each tensor's bytes straight from the tensor), without joining them in memory first.
-void write_file_atomic(const std::string& path, const std::vector<std::string_view>& pieces);
-
-/// The same with each piece produced only when it is written: piece(i) returns piece i's bytes
-/// (exactly sizes[i] of them), which need stay valid only until piece(i + 1) is asked for. A file
-/// of tensors converted one at a time (a channels-last weight to the file's row-major order) then
-/// holds one converted tensor in memory, not all of them.
+/// The same for a file made of pieces written one after the other, each produced only when it is
+/// written: piece(i) returns piece i's bytes (exactly sizes[i] of them), which need stay valid only
+/// until piece(i + 1) is asked for. A safetensors file (its header, then each tensor's bytes, a
+/// channels-last weight converted to the file's row-major order just before it is written) is then
+/// never joined in memory, and holds at most one converted tensor at a time.
 void write_file_atomic(const std::string& path, const std::vector<size_t>& sizes,
                        const std::function<std::string_view(size_t)>& piece);
 
