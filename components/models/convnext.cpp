@@ -169,7 +169,7 @@ class HeadImpl : public nn::Module {
     return norm_->forward(x.mean({2, 3}, /*keepdim=*/true)).flatten(1);
   }
   torch::Tensor forward(const torch::Tensor& features) {
-    torch::Tensor x = torch::dropout(features, drop_rate_, is_training());
+    torch::Tensor x = engine::dropout(features, drop_rate_, is_training());
     return fc_ ? fc_->forward(x) : x;  // num_classes = 0: timm's fc is nn.Identity
   }
 

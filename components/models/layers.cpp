@@ -3,8 +3,10 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <optional>
 
 #include "components/models/layer_norm_kernel.h"
+#include "engine/core/sample_draws.h"
 
 namespace engine {
 
@@ -33,18 +35,47 @@ torch::Tensor LayerNorm2dImpl::forward(const torch::Tensor& x) {
   return LayerNormImpl::forward(x.permute({0, 2, 3, 1})).permute({0, 3, 1, 2});
 }
 
+namespace {
+
+// [n, m] float32 (CPU) of 0 or 1/keep: element e of local sample j survives when its e-th draw
+// (sample_draws.h) is below keep. Inside the trainer's scope the draws belong to the sample's
+// position in the global batch, so every layout drops the same elements of the same samples.
+torch::Tensor keep_mask(int64_t n, int64_t m, double keep) {
+  std::optional<SampleDrawSite> site = next_sample_draw_site();
+  if (!site) {  // a model called directly: one key from torch's generator (torch::manual_seed sets it)
+    const int64_t key = torch::empty({}, torch::kLong).random_().item<int64_t>();
+    site = SampleDrawSite{static_cast<uint64_t>(key), 0, 1};
+  }
+  torch::Tensor mask = torch::empty({n, m}, torch::kFloat);
+  float* out = mask.data_ptr<float>();
+  const auto scale = static_cast<float>(1.0 / keep);
+  for (int64_t j = 0; j < n; ++j) {
+    const uint64_t key = site->sample_key(j);
+    for (int64_t e = 0; e < m; ++e) out[j * m + e] = sample_uniform(key, static_cast<uint64_t>(e)) < keep ? scale : 0.0f;
+  }
+  return mask;
+}
+
+}  // namespace
+
 torch::Tensor drop_path_scale(const torch::Tensor& x, double p, bool training) {
   if (p <= 0.0 || !training) return {};
-  const double keep = 1.0 - p;
   std::vector<int64_t> shape(x.dim(), 1);
   shape[0] = x.size(0);
-  // One Bernoulli draw per sample, broadcast over the rest: whole residual branches are dropped.
-  return torch::empty(shape, x.options()).bernoulli_(keep).div_(keep);
+  // One draw per sample, broadcast over the rest: whole residual branches are dropped.
+  return keep_mask(x.size(0), 1, 1.0 - p).view(shape).to(x.options());
 }
 
 torch::Tensor drop_path(const torch::Tensor& x, double p, bool training) {
   torch::Tensor mask = drop_path_scale(x, p, training);
   return mask.defined() ? x * mask : x;
+}
+
+torch::Tensor dropout(const torch::Tensor& x, double p, bool training) {
+  if (p <= 0.0 || !training || x.numel() == 0) return x;
+  if (p >= 1.0) return x * 0;  // as torch::dropout: everything dropped
+  const int64_t n = x.size(0);
+  return x * keep_mask(n, x.numel() / n, 1.0 - p).view(x.sizes()).to(x.options());
 }
 
 void trunc_normal_(torch::Tensor& t, double mean, double std, double a, double b) {

@@ -35,10 +35,16 @@ TORCH_MODULE(LayerNorm2d);
 
 /// Stochastic depth, per sample (timm drop_path with scale_by_keep): in training each sample of
 /// `x` is zeroed with probability `p`, survivors scaled by 1/(1-p). Identity when !training or p == 0.
+/// The draws are per sample (engine/core/sample_draws.h): inside the trainer a sample's mask does
+/// not depend on how many ranks share the batch.
 torch::Tensor drop_path(const torch::Tensor& x, double p, bool training);
 /// The per-sample factor drop_path multiplies by: [N, 1, ..., 1] of 0 or 1/(1-p), drawn as
 /// drop_path draws it; undefined (nothing drawn) when drop_path is the identity.
 torch::Tensor drop_path_scale(const torch::Tensor& x, double p, bool training);
+/// Dropout (torch::dropout's semantics: each element zeroed with probability p, survivors scaled
+/// by 1/(1-p); identity when !training or p == 0) with per-sample draws, as drop_path: sample i's
+/// mask is the same on 1 rank or N.
+torch::Tensor dropout(const torch::Tensor& x, double p, bool training);
 
 /// timm.layers.trunc_normal_: N(mean, std) truncated to the absolute interval [a, b], drawn
 /// exactly as timm does (uniform_, erfinv_, scale, clamp) so that the RNG stream is the same.

@@ -176,7 +176,7 @@ torch::Tensor ResNet::forward_features(torch::Tensor x) {
 
 torch::Tensor ResNet::forward(torch::Tensor x) {
   x = forward_features(std::move(x));
-  if (options_.drop_rate > 0) x = torch::dropout(x, options_.drop_rate, is_training());
+  x = engine::dropout(x, options_.drop_rate, is_training());
   return parts_->fc ? parts_->fc->forward(x) : x;  // num_classes = 0: timm's fc is nn.Identity
 }
 

@@ -4,7 +4,8 @@
 //
 // The layout never changes results: N processes split data.batch_size (each takes batch_size / N),
 // and N ranks x b/N samples average to the same gradients as 1 rank x b (the sampler and the
-// all-reduce make that exact up to float summation order; tests/engine/accelerator). It changes
+// all-reduce make that exact up to float summation order, and drop_path / dropout draw their masks
+// per sample of the global batch, engine/core/sample_draws.h; tests/engine/accelerator). It changes
 // only how fast the same run goes.
 #include <cstdint>
 #include <string>

@@ -23,6 +23,8 @@ TrainShard train_shard(const std::vector<size_t>& train, uint64_t seed, int64_t 
 
   TrainShard shard;
   shard.batch_size = batch_size;
+  shard.first = rank;
+  shard.stride = world;
   shard.batches = train_steps_per_epoch(train.size(), batch_size, world, drop_last);
   const int64_t global = batch_size * world;
   for (int64_t b = 0; b < shard.batches; ++b) {

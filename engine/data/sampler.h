@@ -20,6 +20,10 @@ struct TrainShard {
   std::vector<size_t> indices;  // this rank's samples for the epoch, in step order
   int64_t batches = 0;          // steps this epoch (the same on every rank)
   int64_t batch_size = 0;       // per-rank batch size (the last batch may be smaller)
+  // Local sample j of every batch is position first + j * stride of the global batch (rank, world):
+  // what per-sample random draws are keyed by (engine/core/sample_draws.h).
+  int64_t first = 0;
+  int64_t stride = 1;
 };
 
 TrainShard train_shard(const std::vector<size_t>& train, uint64_t seed, int64_t epoch, int64_t batch_size,

@@ -18,6 +18,8 @@
 #include "engine/accelerator/grad_span.h"
 #include "engine/core/errors.h"
 #include "engine/core/preemption.h"
+#include "engine/core/rng.h"
+#include "engine/core/sample_draws.h"
 #include "engine/core/text.h"
 #include "engine/data/sampler.h"
 #include "engine/io/weights.h"
@@ -63,6 +65,7 @@ void Trainer::train_epoch(const Phase& phase, int64_t phase_steps, int64_t epoch
   // Rng(seed, e, i) whatever came before it.
   const int64_t first = state_.batches_done;
   const size_t skip = std::min(shard.indices.size(), static_cast<size_t>(first * d.batch_size));
+  const int64_t position_first = shard.first, position_stride = shard.stride;
   shard.indices.erase(shard.indices.begin(), shard.indices.begin() + static_cast<std::ptrdiff_t>(skip));
   parts_.train_loader->start(std::move(shard.indices), epoch);
   Model& model = *parts_.model;
@@ -82,6 +85,11 @@ void Trainer::train_epoch(const Phase& phase, int64_t phase_steps, int64_t epoch
     torch::Tensor images = batch.images.to(acc_.device()), labels = batch.labels.to(acc_.device());
     torch::Tensor loss;
     {
+      // drop_path / dropout masks of micro-batch b, per sample of the global batch: the same on 1
+      // rank or N, and after a resume.
+      SampleDrawScope draws(Rng::mix(static_cast<uint64_t>(recipe_.run.seed), static_cast<uint64_t>(epoch),
+                                     static_cast<uint64_t>(b)),
+                            position_first, position_stride);
       auto autocast = acc_.autocast();
       loss = torch::nn::functional::cross_entropy(model.forward(images).to(torch::kFloat), labels, ce);
     }

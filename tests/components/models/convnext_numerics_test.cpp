@@ -6,8 +6,11 @@
 #include <cstdlib>
 #include <map>
 #include <optional>
+#include <thread>
 
 #include "components/models/convnext.h"
+#include "components/models/layers.h"
+#include "engine/core/sample_draws.h"
 #include "engine/core/errors.h"
 #include "engine/io/weights.h"
 #include "tests/components/models/autocast_cpu.h"
@@ -165,6 +168,53 @@ TEST_CASE("drop_path and dropout act only in training") {
   CHECK(torch::equal(m->forward(x), m->forward(x)));
   m->train();
   CHECK(!torch::equal(m->forward(x), m->forward(x)));
+}
+
+TEST_CASE("drop_path and dropout masks belong to the sample: 2 ranks x 4 drop what 1 rank x 8 drops") {
+  // What the trainer does per micro-batch (engine/core/sample_draws.h): a scope keyed by the
+  // micro-batch, local sample j = global position rank + j * world (sampler.h).
+  torch::Tensor x = torch::ones({8, 6, 3, 3});
+  auto masks = [&](int64_t rank, int64_t world) {
+    SampleDrawScope scope(11, rank, world);
+    torch::Tensor part = x.slice(0, rank, 8, world);
+    return std::make_pair(drop_path(part, 0.5, true), engine::dropout(part, 0.5, true));
+  };
+  auto [path1, drop1] = masks(0, 1);
+  for (int64_t rank = 0; rank < 2; ++rank) {
+    auto [path2, drop2] = masks(rank, 2);
+    CHECK(torch::equal(path2, path1.slice(0, rank, 8, 2)));
+    CHECK(torch::equal(drop2, drop1.slice(0, rank, 8, 2)));
+  }
+  // drop_path zeroes whole samples, dropout single elements; survivors scaled by 1 / (1 - p).
+  for (int64_t i = 0; i < 8; ++i) {
+    const double v = path1[i].max().item<double>();
+    CHECK((v == 0.0 || v == 2.0));
+    CHECK(path1[i].min().item<double>() == v);
+  }
+  CHECK(((drop1 == 0) | (drop1 == 2)).all().item<bool>());
+  // A different micro-batch draws other masks.
+  SampleDrawScope other(12, 0, 1);
+  CHECK(!torch::equal(engine::dropout(x, 0.5, true), drop1));
+}
+
+TEST_CASE("drop_path and dropout drop at their rate, and outside the trainer torch::manual_seed repeats them") {
+  torch::Tensor x = torch::ones({20000, 1});
+  SampleDrawScope scope(3, 0, 1);
+  // 20,000 samples at p = 0.3: sd of the dropped fraction 0.0032.
+  CHECK(drop_path(x, 0.3, true).eq(0).to(torch::kDouble).mean().item<double>() == doctest::Approx(0.3).epsilon(0.05));
+  torch::Tensor y = torch::ones({100, 200});
+  CHECK(engine::dropout(y, 0.3, true).eq(0).to(torch::kDouble).mean().item<double>() ==
+        doctest::Approx(0.3).epsilon(0.05));
+  CHECK(engine::dropout(y, 1.0, true).abs().sum().item<double>() == 0.0);
+  auto unscoped = [&](uint64_t seed) {
+    torch::manual_seed(seed);
+    // A thread with no scope: the key comes from torch's generator.
+    torch::Tensor out;
+    std::thread([&] { out = engine::dropout(y, 0.5, true); }).join();
+    return out;
+  };
+  CHECK(torch::equal(unscoped(5), unscoped(5)));
+  CHECK(!torch::equal(unscoped(5), unscoped(6)));
 }
 
 TEST_CASE("model_tensors + save_safetensors, then load_weights into a differently seeded model") {
