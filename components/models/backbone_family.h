@@ -37,17 +37,17 @@ const Arch& find_arch(const std::vector<Arch>& archs, const std::string& name, c
   throw UserError("unknown " + family + " \"" + name + "\" (known: " + join(names) + ")");
 }
 
-/// Registers every variant under its name, documented by doc(arch): the factory reads the [model]
-/// options with read_backbone_options (`classifier` names the classifier in the key docs), then
-/// builds with build_backbone<Net>.
+/// Registers every variant under its name, documented by doc(arch) and with the family's registry
+/// `traits` (registry.h): the factory reads the [model] options with read_backbone_options
+/// (`classifier` names the classifier in the key docs), then builds with build_backbone<Net>.
 template <class Net, class Arch, class Doc>
-void register_backbones(ModelRegistry& registry, const std::vector<Arch>& archs,
-                        const std::string& classifier, const Doc& doc) {
+void register_backbones(ModelRegistry& registry, const std::vector<Arch>& archs, const std::string& classifier,
+                        const Doc& doc, const std::vector<std::string>& traits = {}) {
   for (const auto& arch : archs) {
     registry.add(arch.name, doc(arch), [arch, classifier](Options& o) -> ModelRegistry::Factory {
       BackboneOptions opts = read_backbone_options(o, classifier);
       return [arch, opts]() -> std::unique_ptr<Model> { return build_backbone<Net>(arch, opts); };
-    });
+    }, traits);
   }
 }
 

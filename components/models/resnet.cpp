@@ -192,7 +192,7 @@ void register_resnet(ModelRegistry& registry) {
   register_backbones<ResNet>(registry, resnet_archs(), "fc", [](const ResNetArch& arch) {
     return "timm " + arch.name + ": " + (arch.bottleneck ? "Bottleneck" : "BasicBlock") + " blocks " +
            c10::str(c10::IntArrayRef(arch.depths)) + ", 7x7 stem, BatchNorm";
-  });
+  }, {"batch_norm"});
 }
 
 }  // namespace engine

@@ -19,8 +19,8 @@ namespace {
 // [accelerator] processes != 1 and not already a rank of a job: start this run as a local DDP job
 // of this same binary, each rank taking batch_size / N. Returns the job's exit code, or -1 when
 // the run stays in this process.
-int run_as_local_job(const Recipe& recipe, const std::string& recipe_file, const std::vector<std::string>& overrides,
-                     const ResumeRequest& resume) {
+int run_as_local_job(const Registries& reg, const Recipe& recipe, const std::string& recipe_file,
+                     const std::vector<std::string>& overrides, const ResumeRequest& resume) {
   int64_t requested = recipe.accelerator.processes;
   if (const char* env = std::getenv("ENGINE_PROCESSES"); env && *env) requested = std::atoll(env);
   if (requested == 1 || detect_world().distributed() || std::getenv("RANK")) return -1;
@@ -33,10 +33,12 @@ int run_as_local_job(const Recipe& recipe, const std::string& recipe_file, const
     auto it = point->file.metadata.find("world_size");
     if (it != point->file.metadata.end()) requested = std::stoll(it->second);
   }
-  const Layout l = choose_layout(requested, recipe.data.batch_size, threads, usable_cores(), gpus);
+  const Layout l = choose_layout(requested, recipe.data.batch_size, threads, usable_cores(), gpus,
+                                 reg.models.has_trait(recipe.model_name, "batch_norm"));
   std::printf("layout: %d process%s x %d thread%s, batch %lld per process = %lld (%s)\n", l.processes,
               l.processes == 1 ? "" : "es", l.threads, l.threads == 1 ? "" : "s",
               static_cast<long long>(l.batch_per_process), static_cast<long long>(recipe.data.batch_size), l.why.c_str());
+  if (!l.note.empty()) std::printf("  note: %s\n", l.note.c_str());
   std::fflush(stdout);
   if (l.processes == 1) return -1;
   std::vector<std::string> argv{"/proc/self/exe", "run", recipe_file};
@@ -55,7 +57,7 @@ int run_as_local_job(const Recipe& recipe, const std::string& recipe_file, const
 int cmd_run(const Registries& reg, const std::string& recipe_file, const std::vector<std::string>& overrides,
             const ResumeRequest& resume) {
   Recipe recipe = load_recipe(recipe_file, overrides, reg);  // every recipe error before any compute
-  if (int rc = run_as_local_job(recipe, recipe_file, overrides, resume); rc >= 0) return rc;
+  if (int rc = run_as_local_job(reg, recipe, recipe_file, overrides, resume); rc >= 0) return rc;
   auto accelerator = Accelerator::create(recipe.accelerator);
   if (accelerator->is_main()) {
     std::printf("%s\n", recipe.resolved_toml.c_str());

@@ -8,7 +8,7 @@
 
 namespace engine {
 
-Layout choose_layout(int64_t requested, int64_t batch_size, int64_t threads, int cores, int gpus) {
+Layout choose_layout(int64_t requested, int64_t batch_size, int64_t threads, int cores, int gpus, bool batch_norm) {
   Layout l;
   cores = std::max(1, cores);
   if (requested > 0) {
@@ -18,6 +18,11 @@ Layout choose_layout(int64_t requested, int64_t batch_size, int64_t threads, int
                                   requested, batch_size));
     l.processes = static_cast<int>(requested);
     l.why = "accelerator.processes";
+  } else if (batch_norm && gpus == 0) {
+    l.processes = 1;
+    l.why = fmt::format("auto: {} usable cores; the model has BatchNorm, so one process normalises over the whole "
+                        "batch as the recipe says",
+                        cores);
   } else {
     constexpr int64_t kMinPerProcess = 8;  // below this a rank's batch is all overhead
     int p = gpus > 0 ? gpus : static_cast<int>(std::max<int64_t>(1, cores / std::max<int64_t>(1, threads)));
@@ -29,6 +34,10 @@ Layout choose_layout(int64_t requested, int64_t batch_size, int64_t threads, int
   }
   l.threads = static_cast<int>(threads > 0 ? threads : std::max(1, cores / l.processes));
   l.batch_per_process = batch_size / l.processes;
+  if (batch_norm && l.processes > 1)
+    l.note = fmt::format("BatchNorm normalises over each process's {} samples, not the {} of one process: "
+                         "results differ from a 1-process run's (there is no SyncBatchNorm)",
+                         l.batch_per_process, batch_size);
   return l;
 }
 

@@ -6,7 +6,9 @@
 // and N ranks x b/N samples average to the same gradients as 1 rank x b (the sampler and the
 // all-reduce make that exact up to float summation order, and drop_path / dropout draw their masks
 // per sample of the global batch, engine/core/sample_draws.h; tests/engine/accelerator). It changes
-// only how fast the same run goes.
+// only how fast the same run goes. Except with BatchNorm: in training it normalises with the
+// statistics of the process's own batch, so N processes normalise over batch_size / N samples each
+// (as PyTorch DDP without SyncBatchNorm). Auto on CPU therefore keeps such models in one process.
 #include <cstdint>
 #include <string>
 
@@ -17,6 +19,7 @@ struct Layout {
   int threads = 1;               // intra-op threads per process
   int64_t batch_per_process = 0;
   std::string why;               // one line for the log
+  std::string note;              // a second line for the log, or empty
 };
 
 /// `requested` processes (0 = auto) for a recipe batch of `batch_size`, on `cores` usable CPU
@@ -24,7 +27,12 @@ struct Layout {
 /// Auto: one process per GPU, or on CPU one process per core with one thread each (measured:
 /// data-parallel processes scale better than intra-op threads on small convolution batches,
 /// bench/RESULTS.md), reduced until the processes divide batch_size with >= 8 samples each.
+/// `batch_norm` (the model normalises with batch statistics in training): auto on CPU keeps one
+/// process with every core, so that the results stay those of the recipe's batch (measured on 2
+/// cores for resnet34: 2 x 1 trained only 8% faster than 1 x 2); `note` says so, or warns when
+/// an explicit count splits such a model's batch.
 /// UserError when an explicit count does not divide batch_size.
-Layout choose_layout(int64_t requested, int64_t batch_size, int64_t threads, int cores, int gpus);
+Layout choose_layout(int64_t requested, int64_t batch_size, int64_t threads, int cores, int gpus,
+                     bool batch_norm = false);
 
 }  // namespace engine

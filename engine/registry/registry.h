@@ -8,6 +8,7 @@
 //
 // Registries are filled by explicit register_*() calls (see engine/registry/registries.h), never by
 // static initialisers that the linker may drop.
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
@@ -29,23 +30,32 @@ class Registry {
     std::string name;
     std::string doc;  // one line, shown by `engine list`
     Parser parse;
+    // What the engine must know of the component before building it, e.g. "batch_norm" for a
+    // model that normalises with batch statistics in training (the automatic layout, layout.h).
+    std::vector<std::string> traits;
   };
 
   /// `kind` names the registry in messages: "transform", "model"...
   explicit Registry(std::string kind) : kind_(std::move(kind)) {}
 
   /// A duplicate name is a programming error: fatal, naming both registrations.
-  void add(const std::string& name, const std::string& doc, Parser parse) {
+  void add(const std::string& name, const std::string& doc, Parser parse, std::vector<std::string> traits = {}) {
     auto it = entries_.find(name);
     if (it != entries_.end())
       throw std::logic_error(kind_ + " \"" + name + "\" registered twice (\"" + it->second.doc + "\" and \"" +
                              doc + "\")");
-    entries_[name] = Entry{name, doc, std::move(parse)};
+    entries_[name] = Entry{name, doc, std::move(parse), std::move(traits)};
   }
 
   const Entry* find(const std::string& name) const {
     auto it = entries_.find(name);
     return it == entries_.end() ? nullptr : &it->second;
+  }
+
+  /// True when `name` is registered with `trait`.
+  bool has_trait(const std::string& name, const std::string& trait) const {
+    const Entry* e = find(name);
+    return e && std::find(e->traits.begin(), e->traits.end(), trait) != e->traits.end();
   }
 
   std::vector<std::string> names() const {

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <fstream>
 
 #include <sched.h>
@@ -12,6 +13,7 @@
 
 #include "engine/cli/layout.h"
 #include "engine/core/errors.h"
+#include "engine/trainer/registries.h"
 #include "tests/support/paths.h"
 #include "tests/support/run_command.h"
 
@@ -30,6 +32,46 @@ TEST_CASE("auto layout: one process per core, each a whole share of the batch, n
   CHECK(choose_layout(0, 64, 2, 8, 0).threads == 2);
   CHECK(choose_layout(0, 64, 0, 16, 2).processes == 2);   // GPUs: one process per device
   CHECK(choose_layout(0, 64, 0, 1, 0).processes == 1);
+}
+
+TEST_CASE("auto layout with BatchNorm: one process with every core on CPU, and a split batch is said") {
+  auto l = choose_layout(0, 64, 0, 2, 0, true);
+  CHECK(l.processes == 1);
+  CHECK(l.threads == 2);
+  CHECK(l.batch_per_process == 64);
+  CHECK(l.why.find("BatchNorm") != std::string::npos);
+  CHECK(l.note.empty());
+  // Asked for 2: granted, with a note that each rank normalises over its own 32 samples.
+  auto two = choose_layout(2, 64, 0, 2, 0, true);
+  CHECK(two.processes == 2);
+  CHECK(two.note.find("each process's 32 samples, not the 64 of one process") != std::string::npos);
+  // GPUs: still one process per device (what several GPUs are for), with the same note.
+  auto gpus = choose_layout(0, 64, 0, 16, 2, true);
+  CHECK(gpus.processes == 2);
+  CHECK(!gpus.note.empty());
+  // No BatchNorm: no note.
+  CHECK(choose_layout(2, 64, 0, 2, 0, false).note.empty());
+  // The registry says which models have BatchNorm.
+  const Registries reg = make_registries();
+  CHECK(reg.models.has_trait("resnet34", "batch_norm"));
+  CHECK(reg.models.has_trait("resnet50", "batch_norm"));
+  CHECK(!reg.models.has_trait("convnext_atto", "batch_norm"));
+  CHECK(!reg.models.has_trait("no_such_model", "batch_norm"));
+}
+
+TEST_CASE("engine run with processes = 0 keeps a BatchNorm model in one process, and says why") {
+  using namespace engine::test;
+  const std::string images = source_path("data/digits_png/images");
+  REQUIRE_MESSAGE(std::filesystem::is_directory(images), images << " missing: run datasets/make_digit_pngs.sh (tools/setup.sh does)");
+  const std::string dir = temp_dir("layout_bn");
+  auto r = run_command("cd " + source_path("") + " && ENGINE_PROCESSES= ENGINE_THREADS= " + engine_binary() +
+                       " run recipes/digits_png_resnet34_pretrain.toml --set accelerator.processes=0"
+                       " --set data.split.max_train=64 --set data.split.max_valid=32 --set train.max_steps=1"
+                       " --set train.epochs=1 --set run.output_dir=" + dir + "/run");
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  CHECK_MESSAGE(r.output.find("layout: 1 process x ") != std::string::npos, r.output);
+  CHECK(r.output.find("the model has BatchNorm, so one process normalises over the whole batch") != std::string::npos);
+  CHECK(r.output.find("accelerator: cpu, 1 process") != std::string::npos);
 }
 
 TEST_CASE("an explicit process count must divide the batch") {
