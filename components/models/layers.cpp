@@ -56,6 +56,13 @@ torch::Tensor keep_mask(int64_t n, int64_t m, double keep) {
   return mask;
 }
 
+// The mask in x's dtype on x's device. To a GPU from pinned memory without blocking: a plain copy
+// from pageable memory would make the host wait for every kernel queued before it, once per layer.
+torch::Tensor mask_like(const torch::Tensor& mask, const torch::Tensor& x) {
+  if (x.is_cuda()) return mask.pin_memory().to(x.device(), x.scalar_type(), /*non_blocking=*/true);
+  return mask.to(x.scalar_type());
+}
+
 }  // namespace
 
 torch::Tensor drop_path_scale(const torch::Tensor& x, double p, bool training) {
@@ -63,7 +70,7 @@ torch::Tensor drop_path_scale(const torch::Tensor& x, double p, bool training) {
   std::vector<int64_t> shape(x.dim(), 1);
   shape[0] = x.size(0);
   // One draw per sample, broadcast over the rest: whole residual branches are dropped.
-  return keep_mask(x.size(0), 1, 1.0 - p).view(shape).to(x.options());
+  return mask_like(keep_mask(x.size(0), 1, 1.0 - p).view(shape), x);
 }
 
 torch::Tensor drop_path(const torch::Tensor& x, double p, bool training) {
@@ -75,7 +82,7 @@ torch::Tensor dropout(const torch::Tensor& x, double p, bool training) {
   if (p <= 0.0 || !training || x.numel() == 0) return x;
   if (p >= 1.0) return x * 0;  // as torch::dropout: everything dropped
   const int64_t n = x.size(0);
-  return x * keep_mask(n, x.numel() / n, 1.0 - p).view(x.sizes()).to(x.options());
+  return x * mask_like(keep_mask(n, x.numel() / n, 1.0 - p).view(x.sizes()), x);
 }
 
 void trunc_normal_(torch::Tensor& t, double mean, double std, double a, double b) {
