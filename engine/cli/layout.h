@@ -29,8 +29,8 @@ struct Layout {
 /// bench/RESULTS.md), reduced until the processes divide batch_size with >= 8 samples each.
 /// `batch_norm` (the model normalises with batch statistics in training): auto on CPU keeps one
 /// process with every core, so that the results stay those of the recipe's batch (measured on 2
-/// cores for resnet34: 2 x 1 trained only 8% faster than 1 x 2); `note` says so, or warns when
-/// an explicit count splits such a model's batch.
+/// cores for resnet34: 2 x 1 trained only 8% faster than 1 x 2), and `why` says so; `note` warns
+/// whenever such a model's batch is split (an explicit count, or one process per GPU).
 /// UserError when an explicit count does not divide batch_size.
 Layout choose_layout(int64_t requested, int64_t batch_size, int64_t threads, int cores, int gpus,
                      bool batch_norm = false);
