@@ -5,6 +5,7 @@
 #include "components/models/all.h"
 #include "components/models/backbone_family.h"
 #include "components/models/im2col_conv.h"
+#include "components/models/batch_norm.h"
 #include "components/models/layers.h"
 
 namespace engine {
@@ -77,12 +78,12 @@ class ResidualBlockImpl : public nn::Module {
   void add(int64_t in, int64_t out, int64_t kernel, int64_t stride) {
     const std::string n = std::to_string(convs_.size() + 1);
     convs_.push_back(register_module("conv" + n, conv(in, out, kernel, stride)));
-    bns_.push_back(register_module("bn" + n, nn::BatchNorm2d(out)));
+    bns_.push_back(register_module("bn" + n, SyncBatchNorm2d(out)));
   }
 
   double drop_path_;
   std::vector<Conv> convs_;
-  std::vector<nn::BatchNorm2d> bns_;
+  std::vector<SyncBatchNorm2d> bns_;
   nn::Sequential downsample_{nullptr};
 };
 TORCH_MODULE(ResidualBlock);
@@ -91,7 +92,7 @@ TORCH_MODULE(ResidualBlock);
 
 struct ResNetParts {
   Conv conv1{nullptr};
-  nn::BatchNorm2d bn1{nullptr};
+  SyncBatchNorm2d bn1{nullptr};
   std::vector<std::vector<ResidualBlock>> layers;
   nn::Linear fc{nullptr};
 };
@@ -110,7 +111,7 @@ ResNet::ResNet(const ResNetArch& arch, const ResNetOptions& options)
   // Construction order follows timm's __init__ (stem, then per stage the shortcut before the
   // blocks, then fc), so that the default-init RNG draws, fc's included, happen in timm's order.
   parts_->conv1 = register_module("conv1", conv(options.in_chans, 64, 7, 2));
-  parts_->bn1 = register_module("bn1", nn::BatchNorm2d(64));
+  parts_->bn1 = register_module("bn1", SyncBatchNorm2d(64));
   const int64_t expansion = arch.bottleneck ? 4 : 1;
   int64_t total = 0;
   for (int64_t n : arch.depths) total += n;
@@ -123,7 +124,7 @@ ResNet::ResNet(const ResNetArch& arch, const ResNetOptions& options)
       nn::Sequential downsample{nullptr};
       if (j == 0 && (stride != 1 || inplanes != planes * expansion))
         downsample = nn::Sequential(conv(inplanes, planes * expansion, 1, stride),
-                                    nn::BatchNorm2d(planes * expansion));
+                                    SyncBatchNorm2d(planes * expansion));
       // timm: drop_path_rate * block / (blocks - 1), rising linearly over the whole network.
       const double dp = total > 1 ? options.drop_path_rate * block / (total - 1) : 0.0;
       ResidualBlock b(inplanes, planes, j == 0 ? stride : 1, arch.bottleneck, downsample, dp);
@@ -151,7 +152,7 @@ void ResNet::reset_parameters() {
       torch::Tensor w = torch::empty(c->weight.sizes(), c->weight.options());
       nn::init::kaiming_normal_(w, 0.0, torch::kFanOut, torch::kReLU);
       c->weight.copy_(w);
-    } else if (auto* bn = m.value()->as<nn::BatchNorm2d>()) {
+    } else if (auto* bn = m.value()->as<SyncBatchNorm2d>()) {
       bn->reset_parameters();  // weight 1, bias 0, running mean 0 / var 1, num_batches_tracked 0
     }
   }

@@ -27,6 +27,10 @@ AcceleratorOptions AcceleratorOptions::read(Options& o) {
                           "ranks split data.batch_size, so results do not depend on it; 0 = auto (one per core on CPU, one "
                           "per GPU), as many as divide batch_size; ENGINE_PROCESSES overrides it",
                           0, 4096);
+  a.sync_batchnorm = o.flag("sync_batchnorm", a.sync_batchnorm,
+                             "in a job of several processes, BatchNorm layers normalise over every rank's samples (SyncBatchNorm: "
+                             "N ranks train what one process trains on the whole batch); false = each rank's own samples, "
+                             "PyTorch DDP's default, two all-reduces fewer per layer and step");
   a.timeout_s = o.number("timeout_s", a.timeout_s, "seconds a collective may wait for the other ranks before the job fails", 1, 86400);
   return a;
 }
@@ -174,6 +178,13 @@ bool Accelerator::sync_gradients(const std::vector<torch::Tensor>& params) {
   const bool finite = scaler_.unscale_and_check(params);
   scaler_.update(!finite);
   return finite;
+}
+
+void Accelerator::all_reduce_sum(torch::Tensor& t) {
+  if (!world_.distributed()) return;
+  Timed timed{comm_seconds_};
+  std::vector<torch::Tensor> v{t};
+  coll_->all_reduce_sum(v);  // in place: v[0] is t
 }
 
 std::vector<double> Accelerator::reduce_sum(const std::vector<double>& values) {

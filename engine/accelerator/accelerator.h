@@ -24,6 +24,7 @@ struct AcceleratorOptions {
   int64_t threads = 0;                 // intra-op threads per process; 0 = this process's share of the cores
   int64_t processes = 1;               // `engine run` outside a job: local DDP processes; 0 = auto (layout.h)
   double timeout_s = 60;               // bound on every collective: a dead or stuck rank fails the job
+  bool sync_batchnorm = true;          // BatchNorm statistics over the global batch in a DDP job
   static AcceleratorOptions read(Options& o);
 };
 
@@ -69,6 +70,10 @@ class Accelerator {
   /// DDP's broadcast_buffers does. In training mode BatchNorm normalises with batch statistics,
   /// so the running statistics only matter for evaluation and saving, where this is called.
   void broadcast_buffers(torch::nn::Module& model);
+  /// In-place sum over ranks of a tensor a model computes in training (SyncBatchNorm's statistics),
+  /// counted as communication time. The identity with one process.
+  void all_reduce_sum(torch::Tensor& t);
+  bool sync_batchnorm() const { return opts_.sync_batchnorm && world_.distributed(); }
   /// Element-wise sums over ranks (metric counts, loss sums). Exact: never averages of averages.
   std::vector<double> reduce_sum(const std::vector<double>& values);
   /// Every rank's rows, concatenated in rank order. With the contiguous, unpadded eval shards of

@@ -33,8 +33,10 @@ int run_as_local_job(const Registries& reg, const Recipe& recipe, const std::str
     auto it = point->file.metadata.find("world_size");
     if (it != point->file.metadata.end()) requested = std::stoll(it->second);
   }
-  const Layout l = choose_layout(requested, recipe.data.batch_size, threads, usable_cores(), gpus,
-                                 reg.models.has_trait(recipe.model_name, "batch_norm"));
+  const BatchNormLayers bn = !reg.models.has_trait(recipe.model_name, "batch_norm") ? BatchNormLayers::none
+                             : recipe.accelerator.sync_batchnorm                   ? BatchNormLayers::synchronised
+                                                                                   : BatchNormLayers::per_process;
+  const Layout l = choose_layout(requested, recipe.data.batch_size, threads, usable_cores(), gpus, bn);
   std::printf("layout: %d process%s x %d thread%s, batch %lld per process = %lld (%s)\n", l.processes,
               l.processes == 1 ? "" : "es", l.threads, l.threads == 1 ? "" : "s",
               static_cast<long long>(l.batch_per_process), static_cast<long long>(recipe.data.batch_size), l.why.c_str());

@@ -8,7 +8,8 @@
 
 namespace engine {
 
-Layout choose_layout(int64_t requested, int64_t batch_size, int64_t threads, int cores, int gpus, bool batch_norm) {
+Layout choose_layout(int64_t requested, int64_t batch_size, int64_t threads, int cores, int gpus,
+                     BatchNormLayers batch_norm) {
   Layout l;
   cores = std::max(1, cores);
   if (requested > 0) {
@@ -18,10 +19,10 @@ Layout choose_layout(int64_t requested, int64_t batch_size, int64_t threads, int
                                   requested, batch_size));
     l.processes = static_cast<int>(requested);
     l.why = "accelerator.processes";
-  } else if (batch_norm && gpus == 0) {
+  } else if (batch_norm != BatchNormLayers::none && gpus == 0) {
     l.processes = 1;
-    l.why = fmt::format("auto: {} usable cores; the model has BatchNorm, so one process normalises over the whole "
-                        "batch as the recipe says",
+    l.why = fmt::format("auto: {} usable cores; the model has BatchNorm, whose statistics several processes would "
+                        "have to synchronise at every layer: one process, every core",
                         cores);
   } else {
     constexpr int64_t kMinPerProcess = 8;  // below this a rank's batch is all overhead
@@ -34,9 +35,13 @@ Layout choose_layout(int64_t requested, int64_t batch_size, int64_t threads, int
   }
   l.threads = static_cast<int>(threads > 0 ? threads : std::max(1, cores / l.processes));
   l.batch_per_process = batch_size / l.processes;
-  if (batch_norm && l.processes > 1)
-    l.note = fmt::format("BatchNorm normalises over each process's {} samples, not the {} of one process: "
-                         "results differ from a 1-process run's (there is no SyncBatchNorm)",
+  if (l.processes > 1 && batch_norm == BatchNormLayers::synchronised)
+    l.note = fmt::format("BatchNorm layers all-reduce their statistics over the {} processes (accelerator.sync_batchnorm): "
+                         "they normalise over all {} samples, as one process would",
+                         l.processes, batch_size);
+  if (l.processes > 1 && batch_norm == BatchNormLayers::per_process)
+    l.note = fmt::format("BatchNorm normalises over each process's {} samples, not the {} of one process "
+                         "(accelerator.sync_batchnorm = false): results differ from a 1-process run's",
                          l.batch_per_process, batch_size);
   return l;
 }

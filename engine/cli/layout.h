@@ -6,9 +6,10 @@
 // and N ranks x b/N samples average to the same gradients as 1 rank x b (the sampler and the
 // all-reduce make that exact up to float summation order, and drop_path / dropout draw their masks
 // per sample of the global batch, engine/core/sample_draws.h; tests/engine/accelerator). It changes
-// only how fast the same run goes. Except with BatchNorm: in training it normalises with the
-// statistics of the process's own batch, so N processes normalise over batch_size / N samples each
-// (as PyTorch DDP without SyncBatchNorm). Auto on CPU therefore keeps such models in one process.
+// only how fast the same run goes. BatchNorm normalises with batch statistics in training: its
+// layers all-reduce them across the processes (SyncBatchNorm, components/models/batch_norm.h) unless
+// [accelerator] sync_batchnorm = false, where each process normalises over its own batch_size / N
+// samples (PyTorch DDP's default) and the layout does change the model.
 #include <cstdint>
 #include <string>
 
@@ -27,12 +28,14 @@ struct Layout {
 /// Auto: one process per GPU, or on CPU one process per core with one thread each (measured:
 /// data-parallel processes scale better than intra-op threads on small convolution batches,
 /// bench/RESULTS.md), reduced until the processes divide batch_size with >= 8 samples each.
-/// `batch_norm` (the model normalises with batch statistics in training): auto on CPU keeps one
-/// process with every core, so that the results stay those of the recipe's batch (measured on 2
-/// cores for resnet34: 2 x 1 trained only 8% faster than 1 x 2), and `why` says so; `note` warns
-/// whenever such a model's batch is split (an explicit count, or one process per GPU).
+/// `batch_norm`: whether the model has BatchNorm layers, and whether they synchronise across ranks.
+/// Auto on CPU keeps such a model in one process with every core (measured on 2 cores, resnet34:
+/// 2 x 1 with synchronised statistics trained 9% slower than 1 x 2, and without them changes the
+/// model for ~2%), and `why` says so; `note` says what a split batch does to BatchNorm whenever
+/// one happens (an explicit count, or one process per GPU).
 /// UserError when an explicit count does not divide batch_size.
+enum class BatchNormLayers { none, synchronised, per_process };
 Layout choose_layout(int64_t requested, int64_t batch_size, int64_t threads, int cores, int gpus,
-                     bool batch_norm = false);
+                     BatchNormLayers batch_norm = BatchNormLayers::none);
 
 }  // namespace engine

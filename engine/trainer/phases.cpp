@@ -6,6 +6,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "components/models/batch_norm.h"
 #include "components/models/layers.h"
 #include "components/schedulers/one_cycle.h"
 
@@ -56,7 +57,7 @@ std::vector<Phase> make_phases(const FineTuneOptions& ft, int64_t epochs, std::s
 }
 
 bool is_norm_module(const torch::nn::Module& m) {
-  return m.as<torch::nn::BatchNorm2dImpl>() || m.as<torch::nn::BatchNorm1dImpl>() ||
+  return m.as<torch::nn::BatchNorm2dImpl>() || m.as<SyncBatchNorm2dImpl>() || m.as<torch::nn::BatchNorm1dImpl>() ||
          m.as<torch::nn::LayerNormImpl>() || m.as<LayerNormImpl>() || m.as<torch::nn::GroupNormImpl>();
 }
 

@@ -36,7 +36,9 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 }  // namespace
 
 Trainer::Trainer(const Recipe& recipe, Accelerator& accelerator)
-    : recipe_(recipe), acc_(accelerator), run_dir_(recipe.run_dir()), checkpointer_(run_dir_) {}
+    : recipe_(recipe), acc_(accelerator), run_dir_(recipe.run_dir()), checkpointer_(run_dir_) {
+  if (acc_.sync_batchnorm()) rank_sum_ = [this](torch::Tensor& t) { acc_.all_reduce_sum(t); };
+}
 
 Trainer::~Trainer() = default;
 
@@ -90,6 +92,8 @@ void Trainer::train_epoch(const Phase& phase, int64_t phase_steps, int64_t epoch
       SampleDrawScope draws(Rng::mix(static_cast<uint64_t>(recipe_.run.seed), static_cast<uint64_t>(epoch),
                                      static_cast<uint64_t>(b)),
                             position_first, position_stride);
+      // BatchNorm over the global batch (SyncBatchNorm) in a DDP job: the layout changes nothing.
+      RankStatsScope batch_stats(rank_sum_ ? &rank_sum_ : nullptr);
       auto autocast = acc_.autocast();
       loss = torch::nn::functional::cross_entropy(model.forward(images).to(torch::kFloat), labels, ce);
     }

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "components/models/batch_norm.h"
 #include "engine/accelerator/accelerator.h"
 #include "engine/trainer/builder.h"
 #include "engine/trainer/checkpointer.h"
@@ -72,6 +73,7 @@ class Trainer {
   std::unique_ptr<ModelEma> ema_;
   std::vector<torch::Tensor> trainable_;  // this phase's parameters with gradients
   std::vector<double> base_lrs_;          // this phase's peak lr per optimizer group
+  RankSum rank_sum_;                      // SyncBatchNorm's all-reduce (batch_norm.h), in DDP jobs
   ResumeRequest resume_request_;
   std::map<size_t, std::string> resumed_callback_state_;  // by callback index, until fit() starts
 };

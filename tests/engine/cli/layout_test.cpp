@@ -35,22 +35,26 @@ TEST_CASE("auto layout: one process per core, each a whole share of the batch, n
 }
 
 TEST_CASE("auto layout with BatchNorm: one process with every core on CPU, and a split batch is said") {
-  auto l = choose_layout(0, 64, 0, 2, 0, true);
+  const auto synced = BatchNormLayers::synchronised, per_process = BatchNormLayers::per_process;
+  auto l = choose_layout(0, 64, 0, 2, 0, synced);
   CHECK(l.processes == 1);
   CHECK(l.threads == 2);
   CHECK(l.batch_per_process == 64);
   CHECK(l.why.find("BatchNorm") != std::string::npos);
   CHECK(l.note.empty());
-  // Asked for 2: granted, with a note that each rank normalises over its own 32 samples.
-  auto two = choose_layout(2, 64, 0, 2, 0, true);
+  CHECK(choose_layout(0, 64, 0, 2, 0, per_process).processes == 1);
+  // Asked for 2: granted, with a note on what the split does to BatchNorm.
+  auto two = choose_layout(2, 64, 0, 2, 0, synced);
   CHECK(two.processes == 2);
-  CHECK(two.note.find("each process's 32 samples, not the 64 of one process") != std::string::npos);
-  // GPUs: still one process per device (what several GPUs are for), with the same note.
-  auto gpus = choose_layout(0, 64, 0, 16, 2, true);
+  CHECK(two.note.find("all-reduce their statistics over the 2 processes") != std::string::npos);
+  CHECK(choose_layout(2, 64, 0, 2, 0, per_process).note.find("each process's 32 samples, not the 64 of one process") !=
+        std::string::npos);
+  // GPUs: still one process per device (what several GPUs are for), with the note.
+  auto gpus = choose_layout(0, 64, 0, 16, 2, synced);
   CHECK(gpus.processes == 2);
   CHECK(!gpus.note.empty());
   // No BatchNorm: no note.
-  CHECK(choose_layout(2, 64, 0, 2, 0, false).note.empty());
+  CHECK(choose_layout(2, 64, 0, 2, 0).note.empty());
   // The registry says which models have BatchNorm.
   const Registries reg = make_registries();
   CHECK(reg.models.has_trait("resnet34", "batch_norm"));
@@ -70,7 +74,7 @@ TEST_CASE("engine run with processes = 0 keeps a BatchNorm model in one process,
                        " --set train.epochs=1 --set run.output_dir=" + dir + "/run");
   REQUIRE_MESSAGE(r.exit_code == 0, r.output);
   CHECK_MESSAGE(r.output.find("layout: 1 process x ") != std::string::npos, r.output);
-  CHECK(r.output.find("the model has BatchNorm, so one process normalises over the whole batch") != std::string::npos);
+  CHECK(r.output.find("the model has BatchNorm, whose statistics several processes would have to synchronise") != std::string::npos);
   CHECK(r.output.find("accelerator: cpu, 1 process") != std::string::npos);
 }
 
