@@ -105,11 +105,12 @@ torch::Tensor SyncBatchNorm2dImpl::forward(const torch::Tensor& x) {
                              at::globalContext().userEnabledCuDNN());
   const auto out = SyncBatchNormFn::apply(x, weight, bias, running_mean, eps, reinterpret_cast<int64_t>(sum));
   // The running statistics as torch updates them: the unbiased variance of the global batch.
+  // Tensor ops only: no host sync per layer on a GPU.
   torch::NoGradGuard no_grad;
-  const double count = out[3].item<double>();
+  const torch::Tensor& count = out[3];
   running_mean.mul_(1.0 - momentum).add_(out[1].to(running_mean.scalar_type()), momentum);
   running_var.mul_(1.0 - momentum)
-      .add_(out[2].to(running_var.scalar_type()), momentum * count / std::max(1.0, count - 1.0));
+      .add_((out[2] * (count / (count - 1.0).clamp_min(1.0))).to(running_var.scalar_type()), momentum);
   return out[0];
 }
 
