@@ -291,7 +291,12 @@ TEST_CASE("SyncBatchNorm: resnet34 on 2 ranks x 32 normalises over the 64 sample
   const double synced = max_abs_diff(stats1, stats2, &worst), per_process = max_abs_diff(stats1, stats_pp);
   MESSAGE("loss 1 x 64 " << loss1 << ", 2 x 32 synchronised " << loss2 << ", per process " << loss_pp);
   MESSAGE("running statistics: synchronised " << synced << " (" << worst << "), per process " << per_process);
-  CHECK(loss2 == doctest::Approx(loss1).epsilon(1e-5));
+  // The loss passes through that near-degenerate layer too (below): how much float rounding it shows
+  // depends on how the LibTorch's kernels round a batch of 32 against one of 64. Measured, 1 x 64 vs
+  // 2 x 32 synchronised, relative: LibTorch 1.13 4e-7 (Zen 1) and 2.5e-6 (Xeon), LibTorch 2.6 1.9e-5
+  // (its 1 x 64 loss equal to 1.13's to 7 digits, at 1 and 2 threads alike); per process: 7e-3.
+  CHECK(loss2 == doctest::Approx(loss1).epsilon(1e-4));
+  CHECK(std::abs(loss2 - loss1) * 50 < std::abs(loss_pp - loss1));
   // Absolute. Measured: every layer's mean and variance agree to 1e-5 of its own scale except after
   // layer4.0's shortcut, whose input is nearly the same for every sample of this freshly initialised
   // network (variance ~1e-7): BatchNorm there scales float rounding by 1 / sqrt(eps) = 316, and the
