@@ -5,6 +5,7 @@
 
 #include "engine/cli/cli.h"
 #include "engine/core/allocator.h"
+#include "engine/core/blas_kernels.h"
 
 int main(int argc, char** argv) {
   // LibTorch's OpenMP threads spin-wait between parallel regions by default. With loader threads
@@ -21,6 +22,9 @@ int main(int argc, char** argv) {
   // 2 cores: sys time and train img/s in bench/RESULTS.md. Every engine process (DDP ranks too,
   // which start this same binary) passes here.
   engine::tune_allocator();
+  // Before any BLAS call: OpenBLAS may have picked kernels older than this CPU runs (a CPU model it
+  // does not know gets its SSE3 ones, 5x slower measured); blas_kernels.h checks and corrects that.
+  engine::select_blas_kernels();
   // A file-size limit (ulimit -f, a quota) would otherwise kill the process with SIGXFSZ in the
   // middle of a checkpoint write; ignored, the write fails with EFBIG and the engine says which
   // file could not be written, leaving the previous checkpoint as it was.

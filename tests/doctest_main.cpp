@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 
+#include "engine/core/blas_kernels.h"
 #include "engine/core/env.h"
 #include "tests/support/paths.h"
 
@@ -15,6 +16,8 @@ int main(int argc, char** argv) {
   // Likewise one intra-op thread per engine process (recipes leave threads = 0 = all cores): two
   // tests side by side must not each take every core.
   setenv("ENGINE_THREADS", "1", 0);
+  // As engine's main(): OpenBLAS's kernels for this CPU, before any test multiplies a matrix.
+  engine::select_blas_kernels();
   doctest::Context context(argc, argv);
   const int result = context.run();
   // A full ctest run made ~5 GB of run directories (checkpoints, a 189 MB convnext_small) and left

@@ -7,6 +7,7 @@
 #include <torch/version.h>
 
 #include "engine/cli/commands.h"
+#include "engine/core/blas_kernels.h"
 #include "engine/core/version.h"
 
 namespace engine {
@@ -26,6 +27,15 @@ std::string cuda_text() {
   const int devices = hooks.getNumGPUs();
   return fmt::format("yes (CUDA runtime {}.{}; {} device{} visible)", runtime / 1000, runtime % 1000 / 10,
                      devices, devices == 1 ? "" : "s");
+}
+
+// The BLAS LibTorch calls for float matrix products, and the kernel family it runs (blas_kernels.h).
+std::string blas_text() {
+  const BlasKernels& k = select_blas_kernels();
+  if (k.library.empty()) return "not OpenBLAS (Debian's reference BLAS is ~6 GFLOP/s: apt-get install libopenblas0-pthread)";
+  if (!k.switched()) return fmt::format("{}, {} kernels", k.library, k.core);
+  return fmt::format("{}, {} kernels (it picked {}: sgemm {:.0f} vs {:.0f} GFLOP/s here)", k.library, k.core,
+                     k.openblas_core, k.core_gflops, k.openblas_gflops);
 }
 
 }  // namespace
@@ -50,8 +60,9 @@ std::string version_text() {
       "  LibTorch      {}\n"
       "  CUDA          {}\n"
       "  NCCL          {}\n"
-      "  Gloo          {}\n",
-      engine_version(), git_revision(), build_type(), TORCH_VERSION, cuda_text(), nccl, gloo);
+      "  Gloo          {}\n"
+      "  BLAS          {}\n",
+      engine_version(), git_revision(), build_type(), TORCH_VERSION, cuda_text(), nccl, gloo, blas_text());
 }
 
 }  // namespace engine

@@ -16,6 +16,7 @@
 #include "components/metrics/confusion_matrix.h"
 #include "components/optimizers/optimizer.h"
 #include "engine/accelerator/grad_span.h"
+#include "engine/core/blas_kernels.h"
 #include "engine/core/errors.h"
 #include "engine/core/preemption.h"
 #include "engine/core/rng.h"
@@ -408,6 +409,7 @@ Values Trainer::run() {
     s << "engine run " << recipe_.file << " -> " << run_dir_ << "\n"
       << "  accelerator: " << acc_.describe() << "\n";
     if (const std::string note = acc_.precision_note(); !note.empty()) s << "  note: " << note << "\n";
+    if (const std::string note = blas_kernels_note(); !note.empty()) s << "  note: " << note << "\n";
     s << "  data: " << parts_.dataset->describe() << "; " << parts_.split.train.size() << " train / "
       << parts_.split.valid.size() << " valid\n"
       << "  batch: " << d.batch_size << " per process x " << world;

@@ -1,0 +1,62 @@
+#pragma once
+// Which of OpenBLAS's kernel families this process runs, and correcting OpenBLAS's choice where it
+// does not know the CPU.
+//
+// Debian's OpenBLAS is built with DYNAMIC_ARCH: when it is loaded it picks one kernel family (a
+// "core": Prescott, Haswell, SkylakeX, Zen, ...) from the CPU's model number. A model it does not
+// know falls back to its oldest x86-64 kernels. Measured: OpenBLAS 0.3.21 (Debian 12) on a 2-core
+// Intel Xeon of family 6 model 207 (Emerald Rapids, AVX-512 and AVX512-BF16) chose "Prescott"
+// (SSE3): sgemm 32.5 GFLOP/s at 1 thread, against 155.8 with its SkylakeX kernels on the same core
+// (OPENBLAS_CORETYPE=SkylakeX), and convnext_atto trained at 310 vs 770-820 img/s.
+#include <string>
+
+namespace engine {
+
+/// The instruction sets that decide which OpenBLAS kernels a CPU can run.
+struct CpuIsa {
+  bool avx2_fma = false;  ///< AVX2 and FMA3 (OpenBLAS's Haswell / Zen kernels)
+  bool avx512 = false;    ///< AVX-512 F, CD, BW, DQ and VL, enabled by the OS (its SkylakeX kernels)
+};
+
+/// This CPU's, from cpuid (the compiler's runtime checks, which include the OS's XSAVE state).
+CpuIsa cpu_isa();
+
+/// The OpenBLAS core whose kernels `isa` supports beyond those of `chosen` (OpenBLAS's name for
+/// the family it picked, any case): "SkylakeX" when the CPU has AVX-512 and `chosen` is not an
+/// AVX-512 family, "Haswell" when it has AVX2 + FMA and `chosen` predates AVX2; "" otherwise.
+std::string better_openblas_core(const std::string& chosen, const CpuIsa& isa);
+
+/// What select_blas_kernels() found and did.
+struct BlasKernels {
+  std::string library;        ///< "OpenBLAS 0.3.21", or "" when no OpenBLAS is loaded
+  std::string openblas_core;  ///< the family OpenBLAS picked when it was loaded
+  std::string core;           ///< the family in use now
+  double openblas_gflops = 0; ///< sgemm at 1 thread with OpenBLAS's family (measured only when a switch was tried)
+  double core_gflops = 0;     ///< the same with the family in use
+  bool switched() const { return core != openblas_core; }
+};
+
+/// Once per process, before any BLAS call (main() does it first thing): when this CPU supports
+/// better kernels than the family OpenBLAS picked (better_openblas_core), times a 256^3 sgemm at one
+/// thread with each (~10 ms) and keeps the faster, by OpenBLAS's own mechanism (its
+/// OPENBLAS_CORETYPE, read by a re-initialisation of its dispatch table). Leaves everything as
+/// OpenBLAS chose when the user set OPENBLAS_CORETYPE, when ENGINE_BLAS_KERNELS=0, when the BLAS
+/// is not an OpenBLAS built with DYNAMIC_ARCH, or when nothing better is available.
+const BlasKernels& select_blas_kernels();
+
+/// The work of select_blas_kernels(), done on each call (tests; select_blas_kernels() keeps the
+/// first result).
+BlasKernels choose_blas_kernels();
+
+/// One line for the run header when select_blas_kernels() replaced OpenBLAS's choice; "" otherwise.
+std::string blas_kernels_note();
+
+/// Makes OpenBLAS use the kernel family `core` (any case) from now on. Returns false, with
+/// OpenBLAS's family unchanged, when it has no such family or cannot switch (no DYNAMIC_ARCH).
+/// Not thread-safe: no BLAS call may run meanwhile.
+bool use_openblas_core(const std::string& core);
+
+/// The kernel family OpenBLAS runs now ("" when no OpenBLAS is loaded).
+std::string openblas_core();
+
+}  // namespace engine

@@ -1,0 +1,113 @@
+// OpenBLAS's kernel family: which one a CPU should get, switching families leaves every product
+// right, and an OpenBLAS stuck on its oldest kernels is moved to this CPU's own (engine/core/blas_kernels.h).
+// test_base does not link LibTorch: OpenBLAS is loaded here as LibTorch loads it, from libblas.so.3's
+// provider, so that the tests see the library every engine process runs.
+#include "engine/core/blas_kernels.h"
+
+#include <dlfcn.h>
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <vector>
+
+namespace {
+
+bool load_openblas() {
+  static const bool loaded = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_GLOBAL) != nullptr;
+  return loaded;
+}
+
+using Sgemm = void (*)(const char*, const char*, const int*, const int*, const int*, const float*, const float*,
+                       const int*, const float*, const int*, const float*, float*, const int*);
+
+// Largest |C - A B| over a 67 x 45 x 131 product (sizes that are no multiple of any kernel's block),
+// against a double-precision reference.
+double sgemm_error() {
+  auto sgemm = reinterpret_cast<Sgemm>(dlsym(RTLD_DEFAULT, "sgemm_"));
+  REQUIRE(static_cast<bool>(sgemm));
+  const int m = 67, n = 45, k = 131;
+  std::vector<float> a(m * k), b(k * n), c(m * n, 7.0f);
+  for (int i = 0; i < m * k; ++i) a[i] = static_cast<float>((i * 37) % 101) / 50.0f - 1.0f;
+  for (int i = 0; i < k * n; ++i) b[i] = static_cast<float>((i * 53) % 89) / 44.0f - 1.0f;
+  const float one = 1, zero = 0;
+  // Column-major: A is m x k with ld m, B k x n with ld k, C m x n with ld m.
+  sgemm("N", "N", &m, &n, &k, &one, a.data(), &m, b.data(), &k, &zero, c.data(), &m);
+  double worst = 0;
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < m; ++i) {
+      double ref = 0;
+      for (int p = 0; p < k; ++p) ref += static_cast<double>(a[i + p * m]) * b[p + j * k];
+      worst = std::max(worst, std::abs(ref - c[i + j * m]));
+    }
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("better_openblas_core: the CPU's own kernel generation when OpenBLAS picked an older one") {
+  const engine::CpuIsa avx512{true, true}, avx2{true, false}, sse{false, false};
+  CHECK(engine::better_openblas_core("Prescott", avx512) == "SkylakeX");  // OpenBLAS 0.3.21 on Emerald Rapids
+  CHECK(engine::better_openblas_core("Haswell", avx512) == "SkylakeX");
+  CHECK(engine::better_openblas_core("zen", avx512) == "SkylakeX");  // any case
+  CHECK(engine::better_openblas_core("Prescott", avx2) == "Haswell");
+  CHECK(engine::better_openblas_core("Sandybridge", avx2) == "Haswell");
+  // Already the CPU's generation, or nothing better to run: unchanged.
+  CHECK(engine::better_openblas_core("SkylakeX", avx512) == "");
+  CHECK(engine::better_openblas_core("Cooperlake", avx512) == "");
+  CHECK(engine::better_openblas_core("SapphireRapids", avx512) == "");
+  CHECK(engine::better_openblas_core("Zen", avx2) == "");
+  CHECK(engine::better_openblas_core("Haswell", avx2) == "");
+  CHECK(engine::better_openblas_core("Prescott", sse) == "");
+}
+
+TEST_CASE("use_openblas_core: OpenBLAS runs the family asked for, products stay right, unknown names change nothing") {
+  if (!load_openblas()) {
+    MESSAGE("no libopenblas.so.0 here (tools/setup.sh installs it): nothing to switch");
+    return;
+  }
+  const std::string original = engine::openblas_core();
+  REQUIRE(!original.empty());
+  const double base_error = sgemm_error();
+  CHECK(base_error < 1e-3);
+  // Prescott is in every x86-64 DYNAMIC_ARCH build: the family an unknown CPU model falls back to.
+  REQUIRE(engine::use_openblas_core("Prescott"));
+  CHECK(engine::openblas_core() == "Prescott");
+  CHECK(sgemm_error() < 1e-3);
+  const std::string better = engine::better_openblas_core("Prescott", engine::cpu_isa());
+  if (!better.empty()) {
+    REQUIRE(engine::use_openblas_core(better));
+    CHECK(engine::openblas_core() == better);
+    CHECK(sgemm_error() < 1e-3);
+  }
+  CHECK_FALSE(engine::use_openblas_core("NoSuchCore"));
+  CHECK(engine::openblas_core() == (better.empty() ? "Prescott" : better));
+  REQUIRE(engine::use_openblas_core(original));
+  CHECK(engine::openblas_core() == original);
+  CHECK(std::getenv("OPENBLAS_CORETYPE") == nullptr);  // the environment is left as it was
+}
+
+TEST_CASE("choose_blas_kernels: an OpenBLAS on its oldest kernels is moved to this CPU's, measured faster") {
+  if (!load_openblas()) {
+    MESSAGE("no libopenblas.so.0 here (tools/setup.sh installs it)");
+    return;
+  }
+  const std::string original = engine::openblas_core();
+  const std::string better = engine::better_openblas_core("Prescott", engine::cpu_isa());
+  if (better.empty() || std::getenv("OPENBLAS_CORETYPE") || std::getenv("ENGINE_BLAS_KERNELS")) {
+    MESSAGE("no AVX2 on this CPU, or the choice is set from outside: nothing to choose");
+    return;
+  }
+  // As OpenBLAS 0.3.21 leaves it on a CPU model it does not know.
+  REQUIRE(engine::use_openblas_core("Prescott"));
+  const engine::BlasKernels k = engine::choose_blas_kernels();
+  MESSAGE(k.library << ": " << k.openblas_core << " " << k.openblas_gflops << " GFLOP/s -> " << k.core << " "
+                    << k.core_gflops << " GFLOP/s");
+  CHECK(k.openblas_core == "Prescott");
+  CHECK(k.switched());
+  CHECK(k.core == better);
+  CHECK(engine::openblas_core() == better);
+  // SSE3 vs AVX2 kernels: 2.5-5x measured; the choice needs 1.1x.
+  CHECK(k.core_gflops > 1.1 * k.openblas_gflops);
+  CHECK(sgemm_error() < 1e-3);
+  REQUIRE(engine::use_openblas_core(original));
+}
