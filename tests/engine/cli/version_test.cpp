@@ -7,6 +7,7 @@
 #include <fstream>
 #include <regex>
 
+#include "engine/core/blas_kernels.h"
 #include "tests/support/files.h"
 #include "tests/support/paths.h"
 #include "tests/support/run_command.h"
@@ -63,4 +64,31 @@ TEST_CASE("engine --version prints the project version, git revision, LibTorch a
   auto sub = run_command(engine_binary() + " version");
   CHECK(sub.exit_code == 0);
   CHECK(sub.output == r.output);
+}
+
+TEST_CASE("engine --version names OpenBLAS's kernels: OPENBLAS_CORETYPE wins, old ones are replaced, ENGINE_BLAS_KERNELS=0 keeps them") {
+  auto forced = run_command("OPENBLAS_CORETYPE=Prescott " + engine_binary() + " --version");
+  REQUIRE_MESSAGE(forced.exit_code == 0, forced.output);
+  if (field(forced.output, "BLAS").rfind("OpenBLAS", 0) != 0) {
+    MESSAGE("LibTorch does not run OpenBLAS here: " << field(forced.output, "BLAS"));
+    return;
+  }
+  CHECK(std::regex_match(field(forced.output, "BLAS"), std::regex(R"(OpenBLAS [0-9.]+, Prescott kernels)")));
+  auto kept = run_command("ENGINE_BLAS_KERNELS=0 " + engine_binary() + " --version");
+  std::smatch m;
+  const std::string kept_line = field(kept.output, "BLAS");
+  REQUIRE_MESSAGE(std::regex_match(kept_line, m, std::regex(R"(OpenBLAS [0-9.]+, (\w+) kernels)")), kept_line);
+  const std::string picked = m[1];
+  const std::string better = engine::better_openblas_core(picked, engine::cpu_isa());
+  const std::string line = field(run_command(engine_binary() + " --version").output, "BLAS");
+  MESSAGE("OpenBLAS picked " << picked << "; engine: " << line);
+  if (better.empty()) {
+    CHECK(line == kept_line);  // nothing better for this CPU
+  } else if (picked == "Prescott") {
+    // SSE3 kernels on an AVX2 or AVX-512 CPU (OpenBLAS 0.3.21 on a model it does not know): 2.5-5x
+    // slower, always replaced.
+    CHECK(line.find(", " + better + " kernels (it picked Prescott") != std::string::npos);
+  } else {
+    CHECK((line == kept_line || line.find(", " + better + " kernels (it picked " + picked) != std::string::npos));
+  }
 }
