@@ -181,14 +181,14 @@ md = [f"# {os.environ['NAME']}: {'engine launch -n 2 vs engine run' if ddp else 
       f"repeat {repeat}{' (medians)' if int(repeat) > 1 else ''}, mixed precision {os.environ.get('PRECISION', 'no')}. "
       "Run one after the other, engine first.",
       "OpenMP/BLAS environment: " + (", ".join(f"{k}={os.environ[k]}" for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT",
-          "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "ENGINE_THREADS") if k in os.environ) or "defaults (none set)") + ".",
+          "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE", "ENGINE_THREADS") if k in os.environ) or "defaults (none set)") + ".",
       f"Machine: {os.cpu_count()} cores ({cpu}), {platform.platform()}; LibTorch (Debian libtorch1.13) {torch_v}, "
       f"peer python3-torch {py_torch}; git {rev}.",
       "", table, "",
       "Ratios > 1 mean the engine side is larger (faster for images/s; slower or bigger for time and memory)."
       if not ddp else "img/s ratio > 1 means 2 processes train faster than one; global batch is 2 x per-process batch.",
       "", "Commands (from the repository root):", "", "```", " ".join(f"{k}={os.environ[k]}" for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_NUM_THREADS",
-          "OPENBLAS_NUM_THREADS", "ENGINE_THREADS", "TAG") if os.environ.get(k)) +
+          "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE", "ENGINE_THREADS", "TAG") if os.environ.get(k)) +
       f" EPOCHS={epochs} MAX_TRAIN={max_train} MAX_VALID={max_valid} BATCH={batch} THREADS={threads} PROCESSES={os.environ.get('PROCESSES', '1')} PRECISION={os.environ.get('PRECISION', 'no')} REPEAT={repeat} bench/run.sh{' ' + mode if mode != 'peer' else ''}", "# which ran:",
       ecmd, ocmd, "```", "", "Per-run numbers:", "", "```"]
 md += [f"engine    {json.dumps(r)}" for r in e_rows] + [f"{other:9} {json.dumps(r)}" for r in o_rows] + ["```", ""]
