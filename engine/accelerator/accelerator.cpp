@@ -3,13 +3,17 @@
 #include <torch/cuda.h>
 #include <torch/utils.h>
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <utility>
 
 #include "engine/accelerator/bf16_emulation.h"
+#include "engine/accelerator/gemm_rates.h"
 #include "engine/accelerator/grad_span.h"
 #include "engine/accelerator/shared_memory_collectives.h"
+#include "engine/core/blas_kernels.h"
 #include "engine/core/cpu_threads.h"
 #include "engine/core/env.h"
 #include "engine/core/errors.h"
@@ -38,6 +42,9 @@ AcceleratorOptions AcceleratorOptions::read(Options& o) {
 std::unique_ptr<Accelerator> Accelerator::create(const AcceleratorOptions& opts) { return create(opts, detect_world()); }
 
 std::unique_ptr<Accelerator> Accelerator::create(const AcceleratorOptions& opts, const WorldInfo& world) {
+  // engine's main() has done this already; a program that embeds the engine (examples/) gets it here,
+  // before its first training step multiplies a matrix.
+  select_blas_kernels();
   const bool cuda = torch::cuda::is_available();
   if (opts.device == "cuda" && !cuda)
     throw UserError("accelerator.device = \"cuda\" but no CUDA device is available (this LibTorch build: " +
@@ -98,7 +105,16 @@ std::string Accelerator::precision_note() const {
   // LibTorch 1.13's oneDNN bf16 convolutions and matmuls need AVX-512 (avx512bw); without it they
   // fall back to reference loops. Measured on a 2-core AVX2 AMD EPYC, resnet34 at 1 thread (the
   // digits_png recipe tests): 7 train img/s in bf16 vs 60 in fp32. bf16_emulation.h avoids them.
-  if (__builtin_cpu_supports("avx512bw")) return "";
+  if (__builtin_cpu_supports("avx512bw")) {
+    // Native bf16 kernels (oneDNN). Whether they beat float32 depends on the CPU: on a Zen 4 they ran
+    // at 2x OpenBLAS's float32, on an Emerald Rapids without AMX at half of it. Measured, not assumed.
+    const GemmRates r = measure_cpu_gemm_rates();
+    if (r.bf16 >= r.float32) return "";
+    return fmt::format("mixed_precision = \"bf16\": this CPU multiplies bf16 matrices at {:.0f} GFLOP/s and float32 "
+                       "ones at {:.0f} (measured at start, {} thread{}): bf16 trains slower here than mixed_precision "
+                       "= \"no\" (0.8x measured on such a CPU, bench/RESULTS.md)",
+                       r.bf16, r.float32, threads_, threads_ == 1 ? "" : "s");
+  }
   if (install_bf16_emulation())
     return "mixed_precision = \"bf16\" on a CPU without AVX-512: convolutions and matmuls run as fp32 kernels on "
            "bf16-rounded operands, output rounded to bf16 (native bf16's numbers at fp32 speed, without its memory "

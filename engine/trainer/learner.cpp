@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "components/datasets/image_files.h"
+#include "engine/core/blas_kernels.h"
 #include "engine/core/errors.h"
 #include "engine/io/safetensors.h"
 #include "engine/io/weights.h"
@@ -61,6 +62,7 @@ class FileListDataset : public ImageFilesDataset {
 Learner::~Learner() = default;
 
 std::unique_ptr<Learner> Learner::load(const std::string& path, const LearnerOptions& options) {
+  select_blas_kernels();  // as engine's main() does, for programs that embed the engine (blas_kernels.h)
   SafetensorsFile file = load_safetensors(path);
   auto meta = [&](const char* key) -> const std::string& {
     auto it = file.metadata.find(key);
