@@ -88,7 +88,7 @@ BlasKernels choose_blas_kernels() {
   const std::string better = better_openblas_core(k.openblas_core, cpu_isa());
   if (better.empty()) return k;
   const double before = sgemm_gflops();
-  if (!use_openblas_core(better)) return k;
+  if (before <= 0 || !use_openblas_core(better)) return k;  // no sgemm_ to time: nothing is changed
   const double after = sgemm_gflops();
   // A family that is not faster here (a CPU whose AVX-512 units are narrow, say) is not kept:
   // 10% is above the noise of two back-to-back timings on a busy machine.
