@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/blas.h"
 #include "engine/core/env.h"
 
 namespace engine {
@@ -25,8 +26,6 @@ using CharFn = char* (*)();
 using VoidFn = void (*)();
 using IntFn = int (*)();
 using SetIntFn = void (*)(int);
-using Sgemm = void (*)(const char*, const char*, const int*, const int*, const int*, const float*, const float*,
-                       const int*, const float*, const int*, const float*, float*, const int*);
 
 bool same_name(const std::string& a, const std::string& b) { return strcasecmp(a.c_str(), b.c_str()) == 0; }
 
@@ -41,12 +40,12 @@ int core_level(const std::string& core) {
   return 0;
 }
 
-// Best-of-5 GFLOP/s of a 256^3 sgemm on the calling thread, OpenBLAS's pool held at one thread.
+// Best-of-5 GFLOP/s of a 256^3 sgemm (blas.h's sgemm_rows) on the calling thread, OpenBLAS's pool held
+// at one thread.
 double sgemm_gflops() {
-  auto sgemm = symbol<Sgemm>("sgemm_");
   auto get_threads = symbol<IntFn>("openblas_get_num_threads");
   auto set_threads = symbol<SetIntFn>("openblas_set_num_threads");
-  if (!sgemm || !get_threads || !set_threads) return 0;
+  if (!blas_sgemm_available() || !get_threads || !set_threads) return 0;
   const int n = 256, threads = get_threads();
   set_threads(1);
   std::vector<float> a(n * n), b(n * n), c(n * n);
@@ -54,11 +53,10 @@ double sgemm_gflops() {
     a[i] = static_cast<float>(i % 17) * 0.125f - 1.0f;
     b[i] = static_cast<float>(i % 13) * 0.25f - 1.5f;
   }
-  const float one = 1, zero = 0;
   double best = 1e30;
   for (int rep = 0; rep < 6; ++rep) {
     const auto t0 = std::chrono::steady_clock::now();
-    sgemm("N", "N", &n, &n, &n, &one, a.data(), &n, b.data(), &n, &zero, c.data(), &n);
+    sgemm_rows(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (rep > 0) best = std::min(best, s);  // the first call warms caches and OpenBLAS's buffers
   }

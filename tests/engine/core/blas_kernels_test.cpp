@@ -10,6 +10,8 @@
 #include <cmath>
 #include <vector>
 
+#include "engine/core/blas.h"
+
 namespace {
 
 bool load_openblas() {
@@ -17,27 +19,22 @@ bool load_openblas() {
   return loaded;
 }
 
-using Sgemm = void (*)(const char*, const char*, const int*, const int*, const int*, const float*, const float*,
-                       const int*, const float*, const int*, const float*, float*, const int*);
-
 // Largest |C - A B| over a 67 x 45 x 131 product (sizes that are no multiple of any kernel's block),
 // against a double-precision reference.
 double sgemm_error() {
-  auto sgemm = reinterpret_cast<Sgemm>(dlsym(RTLD_DEFAULT, "sgemm_"));
-  REQUIRE(static_cast<bool>(sgemm));
+  REQUIRE(engine::blas_sgemm_available());
   const int m = 67, n = 45, k = 131;
   std::vector<float> a(m * k), b(k * n), c(m * n, 7.0f);
   for (int i = 0; i < m * k; ++i) a[i] = static_cast<float>((i * 37) % 101) / 50.0f - 1.0f;
   for (int i = 0; i < k * n; ++i) b[i] = static_cast<float>((i * 53) % 89) / 44.0f - 1.0f;
-  const float one = 1, zero = 0;
-  // Column-major: A is m x k with ld m, B k x n with ld k, C m x n with ld m.
-  sgemm("N", "N", &m, &n, &k, &one, a.data(), &m, b.data(), &k, &zero, c.data(), &m);
+  // Row-major: A is m x k, B k x n, C m x n.
+  engine::sgemm_rows(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n);
   double worst = 0;
-  for (int j = 0; j < n; ++j)
-    for (int i = 0; i < m; ++i) {
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
       double ref = 0;
-      for (int p = 0; p < k; ++p) ref += static_cast<double>(a[i + p * m]) * b[p + j * k];
-      worst = std::max(worst, std::abs(ref - c[i + j * m]));
+      for (int p = 0; p < k; ++p) ref += static_cast<double>(a[i * k + p]) * b[p * n + j];
+      worst = std::max(worst, std::abs(ref - c[i * n + j]));
     }
   return worst;
 }
