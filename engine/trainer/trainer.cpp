@@ -397,7 +397,7 @@ Values Trainer::run() {
     write_file_atomic(run_dir_ + "/recipe.resolved.toml", recipe_.resolved_toml);
   }
   evaluator_ = std::make_unique<Evaluator>(acc_, build_metrics(recipe_));
-  {
+  if (acc_.is_main()) {  // the run header: only the main process prints (precision_note times GEMMs for it)
     int64_t total_steps = 0;
     for (const auto& ph : parts_.phases) total_steps += parts_.steps_per_epoch * ph.epochs;
     if (recipe_.train.max_steps > 0) total_steps = std::min(total_steps, recipe_.train.max_steps);
