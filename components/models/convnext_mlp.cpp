@@ -9,6 +9,7 @@
 
 #include "components/models/cpu_kernels.h"
 #include "components/models/layers.h"
+#include "components/models/packed_gemm.h"
 #include "components/models/simd.h"
 #include "engine/core/env.h"
 
@@ -31,6 +32,32 @@ constexpr int64_t kChunk = 256;
 // [N, C, H, W] channels-last -> the [N*H*W, C] rows of its memory (a view).
 torch::Tensor rows_of(const torch::Tensor& x) { return x.permute({0, 2, 3, 1}).reshape({-1, x.size(1)}); }
 torch::Tensor as_matrix(const torch::Tensor& w) { return w.view({w.size(0), w.size(1)}); }
+
+// The MLP's products on rows [m, k] (row stride `stride(0)`, dense along k): the packed kernels
+// where they run and pay (packed_gemm.h), OpenBLAS through addmm / mm otherwise.
+bool packed_rows(const torch::Tensor& rows) {
+  return packed_gemm_available() && packed_gemm_pays(rows.size(0)) && rows.stride(1) == 1;
+}
+// rows W^T + b for a Linear's weight W [n, k] (or [n, k, 1, 1]) and bias b [n].
+torch::Tensor linear_rows(const torch::Tensor& rows, const torch::Tensor& w, const torch::Tensor& b) {
+  const torch::Tensor wm = as_matrix(w);
+  if (!packed_rows(rows)) return torch::addmm(b, rows, wm.t());
+  const PackedB packed = PackedB::transposed(wm.data_ptr<float>(), wm.size(0), wm.size(1), wm.stride(0));
+  torch::Tensor out = torch::empty({rows.size(0), wm.size(0)}, rows.options());
+  gemm_packed(rows.size(0), rows.data_ptr<float>(), rows.stride(0), packed, b.data_ptr<float>(),
+              out.data_ptr<float>(), out.stride(0));
+  return out;
+}
+// rows W for rows [m, n] and W [n, k] (or [n, k, 1, 1]): the input gradient of a Linear.
+torch::Tensor rows_times(const torch::Tensor& rows, const torch::Tensor& w) {
+  const torch::Tensor wm = as_matrix(w);
+  if (!packed_rows(rows)) return torch::mm(rows, wm);
+  const PackedB packed = PackedB::plain(wm.data_ptr<float>(), wm.size(0), wm.size(1), wm.stride(0));
+  torch::Tensor out = torch::empty({rows.size(0), wm.size(1)}, rows.options());
+  gemm_packed(rows.size(0), rows.data_ptr<float>(), rows.stride(0), packed, nullptr, out.data_ptr<float>(),
+              out.stride(0));
+  return out;
+}
 
 // Forward tail over rows [r0, r1): out = (y * gamma) * s[sample] + x, the order of the composed
 // ops (layer scale, drop path, residual; y is fc2's output, bias included).
@@ -139,9 +166,9 @@ torch::Tensor forward_rows(const torch::Tensor& t_rows, const torch::Tensor& x_r
                            const torch::Tensor& gamma, const torch::Tensor& s, int64_t hw, torch::Tensor& h,
                            torch::Tensor& a, torch::Tensor& y) {
   const int64_t rows = t_rows.size(0), c = t_rows.size(1);
-  h = torch::addmm(b1, t_rows, as_matrix(w1).t());
+  h = linear_rows(t_rows, w1, b1);
   a = gelu_exact(h);  // no gradient recorded here: a custom Function's forward, or grad mode off
-  y = torch::addmm(b2, a, as_matrix(w2).t());
+  y = linear_rows(a, w2, b2);
   torch::Tensor out = torch::empty({rows, c}, y.options());
   auto kernel = tail_forward();
   for_chunks(rows, [&](int64_t, int64_t r0, int64_t r1) {
@@ -198,7 +225,7 @@ struct MlpResidual : public torch::autograd::Function<MlpResidual> {
     const bool need_h = ctx->needs_input_grad(1) || ctx->needs_input_grad(2) || ctx->needs_input_grad(3);
     if (need_h) {
       // ga = gy W2, then in place gh = ga * gelu'(h) with the fc1 bias gradient's partials.
-      torch::Tensor gh = torch::mm(gy, as_matrix(w2));
+      torch::Tensor gh = rows_times(gy, w2);
       torch::Tensor part1 = torch::zeros({chunks, d}, g.options());
       float *ghd = gh.data_ptr<float>(), *p1 = part1.data_ptr<float>();
       const float* hd = h.data_ptr<float>();
@@ -207,7 +234,7 @@ struct MlpResidual : public torch::autograd::Function<MlpResidual> {
       });
       if (ctx->needs_input_grad(3)) gb1 = sum_partials(part1);
       if (ctx->needs_input_grad(2)) gw1 = torch::mm(gh.t(), t_rows).view(w1.sizes());
-      if (ctx->needs_input_grad(1)) gt = to_nchw(torch::mm(gh, as_matrix(w1)), sh);
+      if (ctx->needs_input_grad(1)) gt = to_nchw(rows_times(gh, w1), sh);
     }
     torch::Tensor gx = ctx->needs_input_grad(0) ? g : torch::Tensor();
     return {gx, gt, gw1, gb1, gw2, gb2, ggamma, torch::Tensor()};

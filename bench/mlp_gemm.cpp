@@ -1,0 +1,106 @@
+// The ConvNeXt MLP products alone, OpenBLAS (torch::addmm / torch::mm, as convnext_mlp.cpp calls
+// them without the packed kernels) against packed_gemm.h's kernels with their packing included,
+// alternating the two in every round. Build: `ninja -C build bench_mlp_gemm`; run:
+// `build/bench_mlp_gemm [batch] [rounds]` (default 64 and 7; one thread unless ENGINE_THREADS).
+// Prints per shape the median GFLOP/s of each side over the rounds: forward rows W^T + b (fc1 as
+// [rows, C] x [C, 4C], fc2 back) and the input gradients g W; rows = batch x the stage's pixels
+// at 40 x 40 input (convnext_atto: C = 40, 80, 160, 320 on 10x10, 5x5, 2x2, 1x1 maps).
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <vector>
+
+#include "components/models/packed_gemm.h"
+#include "engine/core/allocator.h"
+#include "engine/core/blas_kernels.h"
+#include "engine/core/cpu_threads.h"
+
+namespace {
+
+double seconds_per_call(const std::function<void()>& fn, double flops) {
+  const int calls = std::max(3, static_cast<int>(1.5e8 / flops));
+  fn();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < calls; ++i) fn();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / calls;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int64_t batch = argc > 1 ? std::atoll(argv[1]) : 64;
+  const int rounds = argc > 2 ? std::atoi(argv[2]) : 7;
+  const char* threads = std::getenv("ENGINE_THREADS");
+  at::set_num_threads(threads ? std::atoi(threads) : 1);
+  engine::set_blas_threads(at::get_num_threads());  // as the engine does: OpenBLAS at the same count
+  engine::tune_allocator();  // as engine main: freed buffers stay in the heap
+  engine::select_blas_kernels();
+  if (!engine::packed_gemm_available()) {
+    std::printf("packed kernels unavailable here (no AVX-512F, or ENGINE_PACKED_GEMM=0)\n");
+    return 1;
+  }
+  std::printf("%s; batch %lld, %d threads, %d alternating rounds, median GFLOP/s\n",
+              engine::blas_kernels_note().c_str(), static_cast<long long>(batch), at::get_num_threads(), rounds);
+  std::printf("%-22s %6s %5s %5s %9s %9s %7s\n", "product", "rows", "k", "n", "OpenBLAS", "packed", "ratio");
+  const int64_t channels[] = {40, 80, 160, 320}, pixels[] = {100, 25, 4, 1};
+  double total_blas = 0, total_packed = 0;
+  torch::manual_seed(0);
+  for (int s = 0; s < 4; ++s) {
+    const int64_t m = batch * pixels[s], c = channels[s];
+    struct Product {
+      const char* name;
+      int64_t k, n;
+      bool forward;
+    };
+    const Product products[] = {{"fc1 rows W1^T + b1", c, 4 * c, true},
+                                {"fc2 rows W2^T + b2", 4 * c, c, true},
+                                {"fc2 input grad g W2", c, 4 * c, false},
+                                {"fc1 input grad g W1", 4 * c, c, false}};
+    for (const Product& p : products) {
+      // Enough different left-hand matrices that each call finds its own out of cache (>= 64 MiB in
+      // all), as in a training step where the activations come from the previous layer.
+      const int64_t copies = std::max<int64_t>(2, (64 << 20) / (m * p.k * 4));
+      std::vector<torch::Tensor> as;
+      for (int64_t i = 0; i < copies; ++i) as.push_back(torch::randn({m, p.k}));
+      int64_t next = 0;
+      auto fresh = [&]() -> const torch::Tensor& { return as[next++ % copies]; };
+      // The weight as the layer stores it: [n, k] for the forward (used transposed), [k, n] for
+      // the input gradient (g [m, k] x W [k, n]).
+      torch::Tensor w = p.forward ? torch::randn({p.n, p.k}) : torch::randn({p.k, p.n});
+      torch::Tensor bias = torch::randn({p.n}), out = torch::empty({m, p.n});
+      const double flops = 2.0 * m * p.k * p.n;
+      std::vector<double> blas, packed;
+      for (int r = 0; r < rounds; ++r) {
+        blas.push_back(seconds_per_call(
+            [&] { out = p.forward ? torch::addmm(bias, fresh(), w.t()) : torch::mm(fresh(), w); }, flops));
+        packed.push_back(seconds_per_call(
+            [&] {
+              const engine::PackedB b = p.forward ? engine::PackedB::transposed(w.data_ptr<float>(), p.n, p.k, p.k)
+                                                  : engine::PackedB::plain(w.data_ptr<float>(), p.k, p.n, p.n);
+              torch::Tensor y = torch::empty({m, p.n});
+              engine::gemm_packed(m, fresh().data_ptr<float>(), p.k, b, p.forward ? bias.data_ptr<float>() : nullptr,
+                                  y.data_ptr<float>(), p.n);
+            },
+            flops));
+      }
+      const double tb = median(blas), tp = median(packed);
+      total_blas += tb;
+      total_packed += tp;
+      std::printf("%-22s %6lld %5lld %5lld %9.1f %9.1f %6.2fx\n", p.name, static_cast<long long>(m),
+                  static_cast<long long>(p.k), static_cast<long long>(p.n), flops / tb / 1e9, flops / tp / 1e9,
+                  tb / tp);
+    }
+  }
+  std::printf("all products, one step's worth each: OpenBLAS %.3f ms, packed %.3f ms: %.2fx\n", total_blas * 1e3,
+              total_packed * 1e3, total_blas / total_packed);
+  return 0;
+}

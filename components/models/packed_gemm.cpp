@@ -1,0 +1,226 @@
+#include "components/models/packed_gemm.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+
+#include "engine/core/env.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define ENGINE_PACKED_GEMM_X86 1
+#endif
+
+namespace engine {
+
+bool packed_gemm_available() {
+#ifdef ENGINE_PACKED_GEMM_X86
+  static const bool on = __builtin_cpu_supports("avx512f") && !switched_off("ENGINE_PACKED_GEMM");
+  return on;
+#else
+  return false;
+#endif
+}
+
+bool packed_gemm_pays(int64_t m) { return m >= 128; }
+
+PackedB::PackedB(int64_t k, int64_t n) : k_(k), n_(n), data_(new float[static_cast<size_t>(panels() * kPanel * k)]) {}
+
+#ifdef ENGINE_PACKED_GEMM_X86
+namespace {
+
+// dst[i * ldd + j] = src[j * lds + i] for i < 16, j < 16 (a 16 x 16 tile of floats transposed in
+// registers): rows j >= rows of src read as zeros, only columns i < cols of src read and only
+// those rows of dst written.
+__attribute__((target("avx512f"))) void transpose_tile(const float* src, int64_t lds, int64_t rows, int64_t cols,
+                                                       float* dst, int64_t ldd) {
+  const __mmask16 cmask = static_cast<__mmask16>(cols >= 16 ? 0xffff : (1u << cols) - 1);
+  __m512 r[16], t[16];
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j) r[j] = j < rows ? _mm512_maskz_loadu_ps(cmask, src + j * lds) : _mm512_setzero_ps();
+  // 32-bit, then 64-bit interleaves within 128-bit lanes: r[4q + c] holds columns c, 4 + c,
+  // 8 + c, 12 + c (one per lane) of rows 4q .. 4q + 3.
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) {
+    t[2 * j] = _mm512_unpacklo_ps(r[2 * j], r[2 * j + 1]);
+    t[2 * j + 1] = _mm512_unpackhi_ps(r[2 * j], r[2 * j + 1]);
+  }
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q) {
+    const __m512d a = _mm512_castps_pd(t[4 * q]), b = _mm512_castps_pd(t[4 * q + 2]);
+    const __m512d c = _mm512_castps_pd(t[4 * q + 1]), d = _mm512_castps_pd(t[4 * q + 3]);
+    r[4 * q] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+    r[4 * q + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+    r[4 * q + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+    r[4 * q + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
+  }
+  // Then whole lanes: column c of the tile gathers lane c / 4 of r[c % 4], r[4 + c % 4], ...
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    const __m512 u0 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88), u1 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xdd);
+    const __m512 u2 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88);
+    const __m512 u3 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xdd);
+    t[c] = _mm512_shuffle_f32x4(u0, u2, 0x88);
+    t[8 + c] = _mm512_shuffle_f32x4(u0, u2, 0xdd);
+    t[4 + c] = _mm512_shuffle_f32x4(u1, u3, 0x88);
+    t[12 + c] = _mm512_shuffle_f32x4(u1, u3, 0xdd);
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i)
+    if (i < cols) _mm512_storeu_ps(dst + i * ldd, t[i]);
+}
+
+}  // namespace
+#endif
+
+PackedB PackedB::transposed(const float* w, int64_t n, int64_t k, int64_t ldw) {
+  PackedB out(k, n);
+  for (int64_t p = 0; p < out.panels(); ++p) {
+    const int64_t n0 = p * kPanel, width = out.width(p), wp = out.padded_width(p);
+    float* dst = out.data_.get() + p * kPanel * k;
+#ifdef ENGINE_PACKED_GEMM_X86
+    if (__builtin_cpu_supports("avx512f")) {
+      for (int64_t j0 = 0; j0 < wp; j0 += 16)
+        for (int64_t k0 = 0; k0 < k; k0 += 16)
+          transpose_tile(w + (n0 + j0) * ldw + k0, ldw, std::min<int64_t>(16, width - j0),
+                         std::min<int64_t>(16, k - k0), dst + k0 * wp + j0, wp);
+      continue;
+    }
+#endif
+    for (int64_t kk = 0; kk < k; ++kk)
+      for (int64_t j = 0; j < wp; ++j) dst[kk * wp + j] = j < width ? w[(n0 + j) * ldw + kk] : 0.f;
+  }
+  return out;
+}
+
+PackedB PackedB::plain(const float* b, int64_t k, int64_t n, int64_t ldb) {
+  PackedB out(k, n);
+  for (int64_t p = 0; p < out.panels(); ++p) {
+    const int64_t n0 = p * kPanel, width = out.width(p), wp = out.padded_width(p);
+    float* dst = out.data_.get() + p * kPanel * k;
+    for (int64_t kk = 0; kk < k; ++kk) {
+      std::copy(b + kk * ldb + n0, b + kk * ldb + n0 + width, dst + kk * wp);
+      std::fill(dst + kk * wp + width, dst + (kk + 1) * wp, 0.f);
+    }
+  }
+  return out;
+}
+
+#ifdef ENGINE_PACKED_GEMM_X86
+namespace {
+
+// MR rows x V vectors of 16 columns: MR * V accumulators in zmm registers (24 at most, of 32), V
+// loads of B's packed row and MR broadcasts of A's elements per step of k. `last`: the lanes of the
+// V-th vector that are real columns (the panel's width need not be a multiple of 16).
+template <int MR, int V>
+__attribute__((target("avx512f"), always_inline)) inline void micro_kernel(const float* a, int64_t lda,
+                                                                         const float* bp, int64_t k,
+                                                                         const float* bias, float* c,
+                                                                         int64_t ldc, __mmask16 last) {
+  // Every loop over r and v fully unrolled (the accumulators must stay in registers at any -O).
+  __m512 acc[MR][V];
+#pragma GCC unroll 4
+  for (int v = 0; v < V; ++v) {
+    const __mmask16 lanes = v == V - 1 ? last : __mmask16(0xffff);
+    const __m512 b0 = bias ? _mm512_maskz_loadu_ps(lanes, bias + 16 * v) : _mm512_setzero_ps();
+#pragma GCC unroll 12
+    for (int r = 0; r < MR; ++r) acc[r][v] = b0;
+  }
+#pragma GCC unroll 4
+  for (int64_t kk = 0; kk < k; ++kk) {
+    __m512 b[V];
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) b[v] = _mm512_loadu_ps(bp + kk * V * 16 + 16 * v);
+#pragma GCC unroll 12
+    for (int r = 0; r < MR; ++r) {
+      const __m512 x = _mm512_set1_ps(a[r * lda + kk]);
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(x, b[v], acc[r][v]);
+    }
+  }
+#pragma GCC unroll 12
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) _mm512_mask_storeu_ps(c + r * ldc + 16 * v, v == V - 1 ? last : 0xffff, acc[r][v]);
+}
+
+// Rows [0, m) of one panel, MR at a time, the remainder with a smaller kernel.
+template <int V>
+__attribute__((target("avx512f"))) void panel_rows(const float* a, int64_t lda, const float* bp, int64_t k,
+                                                   const float* bias, float* c, int64_t ldc, int64_t m,
+                                                   __mmask16 last) {
+  constexpr int MR = V == 4 ? 6 : V == 3 ? 8 : 12;
+  int64_t r = 0;
+  for (; r + MR <= m; r += MR) micro_kernel<MR, V>(a + r * lda, lda, bp, k, bias, c + r * ldc, ldc, last);
+  const int64_t left = m - r;
+  a += r * lda;
+  c += r * ldc;
+  switch (left) {
+#define ENGINE_REMAINDER(n) \
+  case n:                   \
+    if constexpr (n < MR) micro_kernel<n, V>(a, lda, bp, k, bias, c, ldc, last); \
+    break;
+    ENGINE_REMAINDER(1)
+    ENGINE_REMAINDER(2)
+    ENGINE_REMAINDER(3)
+    ENGINE_REMAINDER(4)
+    ENGINE_REMAINDER(5)
+    ENGINE_REMAINDER(6)
+    ENGINE_REMAINDER(7)
+    ENGINE_REMAINDER(8)
+    ENGINE_REMAINDER(9)
+    ENGINE_REMAINDER(10)
+    ENGINE_REMAINDER(11)
+#undef ENGINE_REMAINDER
+    default:
+      break;
+  }
+}
+
+// Rows per task: a block of A (96 rows) is reused from cache across B's panels, and each panel
+// (k x 64 floats) across the block's row groups.
+constexpr int64_t kRowBlock = 96;
+
+void gemm_rows(int64_t m, const float* a, int64_t lda, const PackedB& b, const float* bias, float* c,
+               int64_t ldc) {
+  for (int64_t p = 0; p < b.panels(); ++p) {
+    const int64_t n0 = p * PackedB::kPanel, width = b.width(p), vectors = b.padded_width(p) / 16;
+    const int64_t tail = width - 16 * (vectors - 1);
+    const __mmask16 last = static_cast<__mmask16>(tail == 16 ? 0xffff : (1u << tail) - 1);
+    const float* bias_p = bias ? bias + n0 : nullptr;
+    switch (vectors) {
+      case 1:
+        panel_rows<1>(a, lda, b.panel(p), b.k(), bias_p, c + n0, ldc, m, last);
+        break;
+      case 2:
+        panel_rows<2>(a, lda, b.panel(p), b.k(), bias_p, c + n0, ldc, m, last);
+        break;
+      case 3:
+        panel_rows<3>(a, lda, b.panel(p), b.k(), bias_p, c + n0, ldc, m, last);
+        break;
+      default:
+        panel_rows<4>(a, lda, b.panel(p), b.k(), bias_p, c + n0, ldc, m, last);
+        break;
+    }
+  }
+}
+
+}  // namespace
+#endif
+
+void gemm_packed(int64_t m, const float* a, int64_t lda, const PackedB& b, const float* bias, float* c,
+                 int64_t ldc) {
+#ifdef ENGINE_PACKED_GEMM_X86
+  const int64_t blocks = (m + kRowBlock - 1) / kRowBlock;
+  at::parallel_for(0, blocks, 1, [&](int64_t first, int64_t end) {
+    for (int64_t i = first; i < end; ++i) {
+      const int64_t r0 = i * kRowBlock, rows = std::min(kRowBlock, m - r0);
+      gemm_rows(rows, a + r0 * lda, lda, b, bias, c + r0 * ldc, ldc);
+    }
+  });
+#else
+  (void)m, (void)a, (void)lda, (void)b, (void)bias, (void)c, (void)ldc;
+#endif
+}
+
+}  // namespace engine

@@ -1,0 +1,56 @@
+#pragma once
+// Row-major float32 GEMMs against a small right-hand matrix packed once: C = A B (+ bias), where A
+// is a tall matrix of activation rows read in place (no copy) and B a layer's weight (or its
+// transpose) copied into column panels. For the ConvNeXt MLPs (convnext_mlp.cpp), whose products
+// are [rows, C] x [C, 4C] and back with C = 40..320: OpenBLAS packs both operands of every call (a
+// quarter of its time in copies, measured by perf) and runs these shapes at 70-105 GFLOP/s on one
+// thread (33 for fc1's forward at C = 40); an AVX-512 register-blocked kernel that broadcasts A's
+// elements from their rows and streams B's packed panel reaches 95-160 on them
+// (bench/mlp_gemm.cpp, bench/RESULTS.md). AVX-512 only; callers use a torch op (OpenBLAS) where
+// packed_gemm_available() is false.
+#include <cstdint>
+#include <memory>
+
+namespace engine {
+
+/// True where gemm_packed runs: an x86-64 CPU with AVX-512F (GCC or Clang build), and the
+/// environment variable ENGINE_PACKED_GEMM not "0" (read once).
+bool packed_gemm_available();
+
+/// True when an m-row product is worth packing B for: at 64 rows (the last ConvNeXt stage at batch
+/// 64) packing costs about what the kernel saves over OpenBLAS (bench/mlp_gemm.cpp), so products
+/// that short stay with OpenBLAS.
+bool packed_gemm_pays(int64_t m);
+
+/// A right-hand matrix B [k, n] in the layout gemm_packed reads: column panels of up to 64 columns
+/// (padded with zeros to a multiple of 16), each panel's k rows contiguous.
+class PackedB {
+ public:
+  /// B = W^T for a row-major W [n, k] with row stride ldw (a Linear's weight, for y = x W^T).
+  static PackedB transposed(const float* w, int64_t n, int64_t k, int64_t ldw);
+  /// B itself: row-major [k, n] with row stride ldb.
+  static PackedB plain(const float* b, int64_t k, int64_t n, int64_t ldb);
+
+  int64_t k() const { return k_; }
+  int64_t n() const { return n_; }
+  int64_t panels() const { return (n_ + kPanel - 1) / kPanel; }
+  /// Panel p: columns [64p, 64p + width), stored as k rows of padded_width(p) floats.
+  const float* panel(int64_t p) const { return data_.get() + p * kPanel * k_; }
+  int64_t width(int64_t p) const { return n_ - p * kPanel < kPanel ? n_ - p * kPanel : kPanel; }
+  int64_t padded_width(int64_t p) const { return (width(p) + 15) / 16 * 16; }
+
+  static constexpr int64_t kPanel = 64;
+
+ private:
+  PackedB(int64_t k, int64_t n);
+  int64_t k_ = 0, n_ = 0;
+  std::unique_ptr<float[]> data_;
+};
+
+/// C[m, n] = A[m, k] B + bias for row-major A (row stride lda) and C (row stride ldc); bias [n] is
+/// added to every row (nullptr: none). C is written, never read. Rows are split over LibTorch's
+/// intra-op threads. Requires packed_gemm_available().
+void gemm_packed(int64_t m, const float* a, int64_t lda, const PackedB& b, const float* bias, float* c,
+                 int64_t ldc);
+
+}  // namespace engine

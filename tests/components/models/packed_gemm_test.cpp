@@ -1,0 +1,74 @@
+// The packed GEMM kernels (packed_gemm.h) against a float64 product of the same operands, on the
+// ConvNeXt MLP shapes and on sizes that exercise every remainder: rows not a multiple of any row
+// group, panels narrower than 64 and than 16 columns, strided rows.
+#include "components/models/packed_gemm.h"
+
+#include <doctest/doctest.h>
+#include <torch/torch.h>
+
+#include <string>
+
+namespace {
+
+// Largest |got - want| over the largest |want|.
+double rel_err(const torch::Tensor& got, const torch::Tensor& want) {
+  return (got.to(torch::kDouble) - want).abs().max().item<double>() / want.abs().max().item<double>();
+}
+
+struct Case {
+  int64_t m, k, n;
+};
+
+}  // namespace
+
+TEST_CASE("packed GEMM: rows x W^T + bias and rows x W equal a float64 product, every remainder") {
+  if (!engine::packed_gemm_available()) {
+    MESSAGE("no AVX-512 here (or ENGINE_PACKED_GEMM=0): the MLPs use OpenBLAS, nothing to check");
+    return;
+  }
+  torch::manual_seed(3);
+  const Case cases[] = {{6400, 40, 160}, {1600, 320, 80}, {64, 320, 1280}, {1, 1, 1},   {7, 5, 3},
+                        {13, 17, 15},    {97, 33, 17},    {103, 64, 48},   {50, 9, 65}, {191, 130, 129}};
+  for (const Case& cs : cases) {
+    CAPTURE(cs.m);
+    CAPTURE(cs.k);
+    CAPTURE(cs.n);
+    // A as every other row of a wider matrix: lda != k, as a view of activation rows may be.
+    torch::Tensor wide = torch::randn({cs.m, cs.k + 3});
+    torch::Tensor a = wide.narrow(1, 1, cs.k);
+    torch::Tensor w = torch::randn({cs.n, cs.k}), bias = torch::randn({cs.n});
+    const torch::Tensor want = torch::addmm(bias.to(torch::kDouble), a.to(torch::kDouble), w.to(torch::kDouble).t());
+
+    const engine::PackedB wt = engine::PackedB::transposed(w.data_ptr<float>(), cs.n, cs.k, cs.k);
+    CHECK(wt.k() == cs.k);
+    CHECK(wt.n() == cs.n);
+    // The output inside a wider buffer: ldc != n, and the columns beside it must stay untouched.
+    torch::Tensor out_wide = torch::full({cs.m, cs.n + 5}, 7.0f);
+    engine::gemm_packed(cs.m, a.data_ptr<float>(), a.stride(0), wt, bias.data_ptr<float>(),
+                        out_wide.data_ptr<float>(), out_wide.stride(0));
+    CHECK(rel_err(out_wide.narrow(1, 0, cs.n), want) < 1e-5);
+    CHECK(torch::equal(out_wide.narrow(1, cs.n, 5), torch::full({cs.m, 5}, 7.0f)));
+
+    // The input gradient's form: g [m, n] times W [n, k], no bias.
+    torch::Tensor g = torch::randn({cs.m, cs.n});
+    const engine::PackedB wp = engine::PackedB::plain(w.data_ptr<float>(), cs.n, cs.k, cs.k);
+    torch::Tensor gx = torch::empty({cs.m, cs.k});
+    engine::gemm_packed(cs.m, g.data_ptr<float>(), g.stride(0), wp, nullptr, gx.data_ptr<float>(), gx.stride(0));
+    CHECK(rel_err(gx, torch::mm(g.to(torch::kDouble), w.to(torch::kDouble))) < 1e-5);
+  }
+}
+
+TEST_CASE("packed GEMM: the same result at 1 and 2 threads (rows split, each row's sum unchanged)") {
+  if (!engine::packed_gemm_available()) return;
+  torch::manual_seed(4);
+  torch::Tensor a = torch::randn({1000, 80}), w = torch::randn({320, 80}), bias = torch::randn({320});
+  const engine::PackedB wt = engine::PackedB::transposed(w.data_ptr<float>(), 320, 80, 80);
+  const int threads = at::get_num_threads();
+  torch::Tensor one = torch::empty({1000, 320}), two = torch::empty({1000, 320});
+  at::set_num_threads(1);
+  engine::gemm_packed(1000, a.data_ptr<float>(), 80, wt, bias.data_ptr<float>(), one.data_ptr<float>(), 320);
+  at::set_num_threads(2);
+  engine::gemm_packed(1000, a.data_ptr<float>(), 80, wt, bias.data_ptr<float>(), two.data_ptr<float>(), 320);
+  at::set_num_threads(threads);
+  CHECK(torch::equal(one, two));
+}
