@@ -56,15 +56,19 @@ int main(int argc, char** argv) {
   torch::manual_seed(0);
   for (int s = 0; s < 4; ++s) {
     const int64_t m = batch * pixels[s], c = channels[s];
+    enum Kind { kForward, kInputGrad, kWeightGrad };
     struct Product {
       const char* name;
       int64_t k, n;
-      bool forward;
+      Kind kind;
     };
-    const Product products[] = {{"fc1 rows W1^T + b1", c, 4 * c, true},
-                                {"fc2 rows W2^T + b2", 4 * c, c, true},
-                                {"fc2 input grad g W2", c, 4 * c, false},
-                                {"fc1 input grad g W1", 4 * c, c, false}};
+    // Weight gradients as [n, k] = g^T x over the m rows: g [m, n], x [m, k].
+    const Product products[] = {{"fc1 rows W1^T + b1", c, 4 * c, kForward},
+                                {"fc2 rows W2^T + b2", 4 * c, c, kForward},
+                                {"fc2 input grad g W2", c, 4 * c, kInputGrad},
+                                {"fc1 input grad g W1", 4 * c, c, kInputGrad},
+                                {"fc2 weight grad g^T a", 4 * c, c, kWeightGrad},
+                                {"fc1 weight grad g^T t", c, 4 * c, kWeightGrad}};
     for (const Product& p : products) {
       // Enough different left-hand matrices that each call finds its own out of cache (>= 64 MiB in
       // all), as in a training step where the activations come from the previous layer.
@@ -75,19 +79,30 @@ int main(int argc, char** argv) {
       auto fresh = [&]() -> const torch::Tensor& { return as[next++ % copies]; };
       // The weight as the layer stores it: [n, k] for the forward (used transposed), [k, n] for
       // the input gradient (g [m, k] x W [k, n]).
-      torch::Tensor w = p.forward ? torch::randn({p.n, p.k}) : torch::randn({p.k, p.n});
+      const bool forward = p.kind == kForward;
+      torch::Tensor w = forward ? torch::randn({p.n, p.k}) : torch::randn({p.k, p.n});
+      torch::Tensor g = torch::randn({m, p.n});  // the weight gradients' other operand
       torch::Tensor bias = torch::randn({p.n}), out = torch::empty({m, p.n});
       const double flops = 2.0 * m * p.k * p.n;
       std::vector<double> blas, packed;
       for (int r = 0; r < rounds; ++r) {
         blas.push_back(seconds_per_call(
-            [&] { out = p.forward ? torch::addmm(bias, fresh(), w.t()) : torch::mm(fresh(), w); }, flops));
+            [&] {
+              out = forward ? torch::addmm(bias, fresh(), w.t())
+                            : p.kind == kInputGrad ? torch::mm(fresh(), w) : torch::mm(g.t(), fresh());
+            }, flops));
         packed.push_back(seconds_per_call(
             [&] {
-              const engine::PackedB b = p.forward ? engine::PackedB::transposed(w.data_ptr<float>(), p.n, p.k, p.k)
+              if (p.kind == kWeightGrad) {
+                torch::Tensor gw = torch::empty({p.n, p.k});
+                engine::gemm_at_b(m, g.data_ptr<float>(), p.n, p.n, fresh().data_ptr<float>(), p.k, p.k,
+                                  gw.data_ptr<float>(), p.k);
+                return;
+              }
+              const engine::PackedB b = forward ? engine::PackedB::transposed(w.data_ptr<float>(), p.n, p.k, p.k)
                                                   : engine::PackedB::plain(w.data_ptr<float>(), p.k, p.n, p.n);
               torch::Tensor y = torch::empty({m, p.n});
-              engine::gemm_packed(m, fresh().data_ptr<float>(), p.k, b, p.forward ? bias.data_ptr<float>() : nullptr,
+              engine::gemm_packed(m, fresh().data_ptr<float>(), p.k, b, forward ? bias.data_ptr<float>() : nullptr,
                                   y.data_ptr<float>(), p.n);
             },
             flops));

@@ -48,6 +48,14 @@ torch::Tensor linear_rows(const torch::Tensor& rows, const torch::Tensor& w, con
               out.data_ptr<float>(), out.stride(0));
   return out;
 }
+// g^T x for rows g [m, n] and x [m, k], shaped as w (a Linear's weight gradient, [n, k] or [n, k, 1, 1]).
+torch::Tensor weight_grad(const torch::Tensor& g, const torch::Tensor& x, const torch::Tensor& w) {
+  if (!packed_gemm_available() || g.stride(1) != 1 || x.stride(1) != 1) return torch::mm(g.t(), x).view(w.sizes());
+  torch::Tensor out = torch::empty(w.sizes(), g.options());
+  gemm_at_b(g.size(0), g.data_ptr<float>(), g.stride(0), g.size(1), x.data_ptr<float>(), x.stride(0), x.size(1),
+            out.data_ptr<float>(), x.size(1));
+  return out;
+}
 // rows W for rows [m, n] and W [n, k] (or [n, k, 1, 1]): the input gradient of a Linear.
 torch::Tensor rows_times(const torch::Tensor& rows, const torch::Tensor& w) {
   const torch::Tensor wm = as_matrix(w);
@@ -221,7 +229,7 @@ struct MlpResidual : public torch::autograd::Function<MlpResidual> {
     torch::Tensor gw1, gb1, gw2, gb2, ggamma, gt;
     if (ctx->needs_input_grad(5)) gb2 = sum_partials(part[0]);
     if (ctx->needs_input_grad(6)) ggamma = sum_partials(part[1]);
-    if (ctx->needs_input_grad(4)) gw2 = torch::mm(gy.t(), a).view(w2.sizes());
+    if (ctx->needs_input_grad(4)) gw2 = weight_grad(gy, a, w2);
     const bool need_h = ctx->needs_input_grad(1) || ctx->needs_input_grad(2) || ctx->needs_input_grad(3);
     if (need_h) {
       // ga = gy W2, then in place gh = ga * gelu'(h) with the fc1 bias gradient's partials.
@@ -233,7 +241,7 @@ struct MlpResidual : public torch::autograd::Function<MlpResidual> {
         gelu_grad_rows(hd + r0 * d, ghd + r0 * d, p1 + k * d, r1 - r0, d);
       });
       if (ctx->needs_input_grad(3)) gb1 = sum_partials(part1);
-      if (ctx->needs_input_grad(2)) gw1 = torch::mm(gh.t(), t_rows).view(w1.sizes());
+      if (ctx->needs_input_grad(2)) gw1 = weight_grad(gh, t_rows, w1);
       if (ctx->needs_input_grad(1)) gt = to_nchw(rows_times(gh, w1), sh);
     }
     torch::Tensor gx = ctx->needs_input_grad(0) ? g : torch::Tensor();

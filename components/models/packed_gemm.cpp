@@ -109,6 +109,46 @@ PackedB PackedB::plain(const float* b, int64_t k, int64_t n, int64_t ldb) {
 #ifdef ENGINE_PACKED_GEMM_X86
 namespace {
 
+// The rows left after the full groups (left < 12): the kernel instance for that count, CALL(n),
+// where n is below the group size `limit`.
+#define ENGINE_REMAINDER_CASE(n, limit, CALL) \
+  case n:                                     \
+    if constexpr (n < (limit)) CALL(n);       \
+    break;
+#define ENGINE_REMAINDER_SWITCH(left, limit, CALL) \
+  switch (left) {                                  \
+    ENGINE_REMAINDER_CASE(1, limit, CALL)          \
+    ENGINE_REMAINDER_CASE(2, limit, CALL)          \
+    ENGINE_REMAINDER_CASE(3, limit, CALL)          \
+    ENGINE_REMAINDER_CASE(4, limit, CALL)          \
+    ENGINE_REMAINDER_CASE(5, limit, CALL)          \
+    ENGINE_REMAINDER_CASE(6, limit, CALL)          \
+    ENGINE_REMAINDER_CASE(7, limit, CALL)          \
+    ENGINE_REMAINDER_CASE(8, limit, CALL)          \
+    ENGINE_REMAINDER_CASE(9, limit, CALL)          \
+    ENGINE_REMAINDER_CASE(10, limit, CALL)         \
+    ENGINE_REMAINDER_CASE(11, limit, CALL)         \
+    default:                                       \
+      break;                                       \
+  }
+
+// acc[r][v] += s[r * step] * b[16v ..] for r < R, v < V: one rank-1 update of a tile of
+// accumulators (the last vector of b read in the lanes of `last`).
+template <int R, int V>
+__attribute__((target("avx512f"), always_inline)) inline void rank1_update(__m512 (&acc)[R][V], const float* s,
+                                                                         int64_t step, const float* b,
+                                                                         __mmask16 last) {
+  __m512 bv[V];
+#pragma GCC unroll 4
+  for (int v = 0; v < V; ++v) bv[v] = _mm512_maskz_loadu_ps(v == V - 1 ? last : __mmask16(0xffff), b + 16 * v);
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) {
+    const __m512 sr = _mm512_set1_ps(s[r * step]);
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(sr, bv[v], acc[r][v]);
+  }
+}
+
 // MR rows x V vectors of 16 columns: MR * V accumulators in zmm registers (24 at most, of 32), V
 // loads of B's packed row and MR broadcasts of A's elements per step of k. `last`: the lanes of the
 // V-th vector that are real columns (the panel's width need not be a multiple of 16).
@@ -127,17 +167,7 @@ __attribute__((target("avx512f"), always_inline)) inline void micro_kernel(const
     for (int r = 0; r < MR; ++r) acc[r][v] = b0;
   }
 #pragma GCC unroll 4
-  for (int64_t kk = 0; kk < k; ++kk) {
-    __m512 b[V];
-#pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) b[v] = _mm512_loadu_ps(bp + kk * V * 16 + 16 * v);
-#pragma GCC unroll 12
-    for (int r = 0; r < MR; ++r) {
-      const __m512 x = _mm512_set1_ps(a[r * lda + kk]);
-#pragma GCC unroll 4
-      for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(x, b[v], acc[r][v]);
-    }
-  }
+  for (int64_t kk = 0; kk < k; ++kk) rank1_update<MR, V>(acc, a + kk, lda, bp + kk * V * 16, 0xffff);
 #pragma GCC unroll 12
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
@@ -155,26 +185,9 @@ __attribute__((target("avx512f"))) void panel_rows(const float* a, int64_t lda, 
   const int64_t left = m - r;
   a += r * lda;
   c += r * ldc;
-  switch (left) {
-#define ENGINE_REMAINDER(n) \
-  case n:                   \
-    if constexpr (n < MR) micro_kernel<n, V>(a, lda, bp, k, bias, c, ldc, last); \
-    break;
-    ENGINE_REMAINDER(1)
-    ENGINE_REMAINDER(2)
-    ENGINE_REMAINDER(3)
-    ENGINE_REMAINDER(4)
-    ENGINE_REMAINDER(5)
-    ENGINE_REMAINDER(6)
-    ENGINE_REMAINDER(7)
-    ENGINE_REMAINDER(8)
-    ENGINE_REMAINDER(9)
-    ENGINE_REMAINDER(10)
-    ENGINE_REMAINDER(11)
-#undef ENGINE_REMAINDER
-    default:
-      break;
-  }
+#define ENGINE_CALL(n) micro_kernel<n, V>(a, lda, bp, k, bias, c, ldc, last)
+  ENGINE_REMAINDER_SWITCH(left, MR, ENGINE_CALL)
+#undef ENGINE_CALL
 }
 
 // Rows per task: a block of A (96 rows) is reused from cache across B's panels, and each panel
@@ -205,6 +218,48 @@ void gemm_rows(int64_t m, const float* a, int64_t lda, const PackedB& b, const f
   }
 }
 
+// The weight-gradient tile: C[r][16v ..] += sum over rows i < m of g[i * ldg + r] * x[i * ldx + 16v ..]
+// for r < R, v < V (the last vector's real lanes in `last`).
+template <int R, int V>
+__attribute__((target("avx512f"), always_inline)) inline void at_b_tile(int64_t m, const float* g, int64_t ldg,
+                                                                      const float* x, int64_t ldx, float* c,
+                                                                      int64_t ldc, __mmask16 last) {
+  __m512 acc[R][V];
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
+#pragma GCC unroll 2
+  for (int64_t i = 0; i < m; ++i) rank1_update<R, V>(acc, g + i * ldg, 1, x + i * ldx, last);
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) {
+      const __mmask16 lanes = v == V - 1 ? last : 0xffff;
+      float* cp = c + r * ldc + 16 * v;
+      _mm512_mask_storeu_ps(cp, lanes, _mm512_add_ps(_mm512_maskz_loadu_ps(lanes, cp), acc[r][v]));
+    }
+}
+
+// C's rows [n0, n1) from one block of m rows, C's columns in panels of up to 64.
+template <int V>
+__attribute__((target("avx512f"))) void at_b_panel(int64_t m, const float* g, int64_t ldg, int64_t n0, int64_t n1,
+                                                   const float* x, int64_t ldx, float* c, int64_t ldc,
+                                                   __mmask16 last) {
+  constexpr int R = V == 4 ? 6 : V == 3 ? 8 : 12;
+  int64_t r = n0;
+  for (; r + R <= n1; r += R) at_b_tile<R, V>(m, g + r, ldg, x, ldx, c + r * ldc, ldc, last);
+  const int64_t left = n1 - r;
+  g += r;
+  c += r * ldc;
+#define ENGINE_CALL(n) at_b_tile<n, V>(m, g, ldg, x, ldx, c, ldc, last)
+  ENGINE_REMAINDER_SWITCH(left, R, ENGINE_CALL)
+#undef ENGINE_CALL
+}
+
+// Rows of G and X per block: both blocks stay in L2 while every tile of C passes over them.
+constexpr int64_t kSumBlock = 256;
+
 }  // namespace
 #endif
 
@@ -220,6 +275,44 @@ void gemm_packed(int64_t m, const float* a, int64_t lda, const PackedB& b, const
   });
 #else
   (void)m, (void)a, (void)lda, (void)b, (void)bias, (void)c, (void)ldc;
+#endif
+}
+
+void gemm_at_b(int64_t m, const float* g, int64_t ldg, int64_t n, const float* x, int64_t ldx, int64_t k, float* c,
+               int64_t ldc) {
+#ifdef ENGINE_PACKED_GEMM_X86
+  for (int64_t r = 0; r < n; ++r) std::fill(c + r * ldc, c + r * ldc + k, 0.f);
+  // Threads take 12-row bands of C; each band sums every block of rows in order.
+  const int64_t bands = (n + 11) / 12;
+  at::parallel_for(0, bands, 1, [&](int64_t first, int64_t end) {
+    const int64_t n0 = first * 12, n1 = std::min(n, end * 12);
+    for (int64_t i0 = 0; i0 < m; i0 += kSumBlock) {
+      const int64_t rows = std::min(kSumBlock, m - i0);
+      for (int64_t k0 = 0; k0 < k; k0 += PackedB::kPanel) {
+        const int64_t width = std::min(PackedB::kPanel, k - k0), vectors = (width + 15) / 16;
+        const int64_t tail = width - 16 * (vectors - 1);
+        const __mmask16 last = static_cast<__mmask16>(tail == 16 ? 0xffff : (1u << tail) - 1);
+        const float *gb = g + i0 * ldg, *xb = x + i0 * ldx + k0;
+        float* cb = c + k0;
+        switch (vectors) {
+          case 1:
+            at_b_panel<1>(rows, gb, ldg, n0, n1, xb, ldx, cb, ldc, last);
+            break;
+          case 2:
+            at_b_panel<2>(rows, gb, ldg, n0, n1, xb, ldx, cb, ldc, last);
+            break;
+          case 3:
+            at_b_panel<3>(rows, gb, ldg, n0, n1, xb, ldx, cb, ldc, last);
+            break;
+          default:
+            at_b_panel<4>(rows, gb, ldg, n0, n1, xb, ldx, cb, ldc, last);
+            break;
+        }
+      }
+    }
+  });
+#else
+  (void)m, (void)g, (void)ldg, (void)n, (void)x, (void)ldx, (void)k, (void)c, (void)ldc;
 #endif
 }
 

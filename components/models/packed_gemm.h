@@ -53,4 +53,13 @@ class PackedB {
 void gemm_packed(int64_t m, const float* a, int64_t lda, const PackedB& b, const float* bias, float* c,
                  int64_t ldc);
 
+/// C[n, k] = G^T X = the sum over rows r of G[r, :] (outer) X[r, :], for row-major G [m, n] (row
+/// stride ldg) and X [m, k] (ldx); C [n, k] row-major with row stride ldc, overwritten. A Linear's
+/// weight gradient from its output gradient G and input rows X. Neither operand is copied: per
+/// block of rows, tiles of C accumulate in registers from G's broadcast elements and X's rows. Each
+/// element sums the rows in order, 256-row blocks added in turn, whatever the thread count (threads
+/// split C's rows). Requires packed_gemm_available().
+void gemm_at_b(int64_t m, const float* g, int64_t ldg, int64_t n, const float* x, int64_t ldx, int64_t k, float* c,
+               int64_t ldc);
+
 }  // namespace engine

@@ -58,6 +58,25 @@ TEST_CASE("packed GEMM: rows x W^T + bias and rows x W equal a float64 product, 
   }
 }
 
+TEST_CASE("weight-gradient GEMM: G^T X equals a float64 product, every remainder, and overwrites C") {
+  if (!engine::packed_gemm_available()) return;
+  torch::manual_seed(5);
+  const Case cases[] = {{6400, 40, 160}, {64, 320, 1280}, {1, 1, 1}, {300, 7, 5}, {257, 33, 17}, {513, 65, 130}};
+  for (const Case& cs : cases) {
+    CAPTURE(cs.m);
+    CAPTURE(cs.k);
+    CAPTURE(cs.n);
+    // G [m, n] and X [m, k] as strided column ranges of wider row buffers.
+    torch::Tensor g = torch::randn({cs.m, cs.n + 2}).narrow(1, 2, cs.n);
+    torch::Tensor x = torch::randn({cs.m, cs.k + 1}).narrow(1, 0, cs.k);
+    torch::Tensor c = torch::full({cs.n, cs.k + 4}, 5.0f);  // garbage in C must not survive
+    engine::gemm_at_b(cs.m, g.data_ptr<float>(), g.stride(0), cs.n, x.data_ptr<float>(), x.stride(0), cs.k,
+                      c.data_ptr<float>(), c.stride(0));
+    CHECK(rel_err(c.narrow(1, 0, cs.k), torch::mm(g.to(torch::kDouble).t(), x.to(torch::kDouble))) < 1e-5);
+    CHECK(torch::equal(c.narrow(1, cs.k, 4), torch::full({cs.n, 4}, 5.0f)));
+  }
+}
+
 TEST_CASE("packed GEMM: the same result at 1 and 2 threads (rows split, each row's sum unchanged)") {
   if (!engine::packed_gemm_available()) return;
   torch::manual_seed(4);
@@ -69,6 +88,13 @@ TEST_CASE("packed GEMM: the same result at 1 and 2 threads (rows split, each row
   engine::gemm_packed(1000, a.data_ptr<float>(), 80, wt, bias.data_ptr<float>(), one.data_ptr<float>(), 320);
   at::set_num_threads(2);
   engine::gemm_packed(1000, a.data_ptr<float>(), 80, wt, bias.data_ptr<float>(), two.data_ptr<float>(), 320);
-  at::set_num_threads(threads);
   CHECK(torch::equal(one, two));
+  // The weight gradient: threads split C's rows, each element sums the same rows in the same order.
+  torch::Tensor g = torch::randn({1000, 320}), gw_one = torch::empty({320, 80}), gw_two = torch::empty({320, 80});
+  at::set_num_threads(1);
+  engine::gemm_at_b(1000, g.data_ptr<float>(), 320, 320, a.data_ptr<float>(), 80, 80, gw_one.data_ptr<float>(), 80);
+  at::set_num_threads(2);
+  engine::gemm_at_b(1000, g.data_ptr<float>(), 320, 320, a.data_ptr<float>(), 80, 80, gw_two.data_ptr<float>(), 80);
+  at::set_num_threads(threads);
+  CHECK(torch::equal(gw_one, gw_two));
 }
