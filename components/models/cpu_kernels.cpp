@@ -424,4 +424,9 @@ void gelu_grad_rows(const float* h, float* g, float* col_sum, int64_t rows, int6
   kernel(h, g, col_sum, rows, cols);
 }
 
+void gelu_span_float(const float* x, float* y, int64_t n) {
+  static const SpanKernel<float> kernel = gelu_kernel<float>(false);
+  kernel(x, nullptr, y, n);
+}
+
 }  // namespace engine

@@ -22,6 +22,10 @@ torch::Tensor depthwise_conv2d_same(const torch::Tensor& x, const torch::Tensor&
 /// vectorised, 16-wide where the CPU has AVX-512 (1.13's exact-GELU backward is scalar).
 torch::Tensor gelu_exact(const torch::Tensor& x);
 
+/// y[i] = gelu(x[i]) (exact) for n floats, single-threaded, in the widest vector variant this CPU runs
+/// (the kernel of gelu_exact's forward; y may be x).
+void gelu_span_float(const float* x, float* y, int64_t n);
+
 /// The GELU backward of the fused ConvNeXt MLP (convnext_mlp.h) on dense float32 rows [rows, cols],
 /// single-threaded (the caller splits rows): g = g * gelu'(h) in place (exact GELU), and
 /// col_sum[c] += the new g[r][c] over the rows (the fc1 bias gradient).

@@ -263,15 +263,23 @@ constexpr int64_t kSumBlock = 256;
 }  // namespace
 #endif
 
+void gemm_packed_serial(int64_t m, const float* a, int64_t lda, const PackedB& b, const float* bias, float* c,
+                        int64_t ldc) {
+#ifdef ENGINE_PACKED_GEMM_X86
+  for (int64_t r0 = 0; r0 < m; r0 += kRowBlock)
+    gemm_rows(std::min(kRowBlock, m - r0), a + r0 * lda, lda, b, bias, c + r0 * ldc, ldc);
+#else
+  (void)m, (void)a, (void)lda, (void)b, (void)bias, (void)c, (void)ldc;
+#endif
+}
+
 void gemm_packed(int64_t m, const float* a, int64_t lda, const PackedB& b, const float* bias, float* c,
                  int64_t ldc) {
 #ifdef ENGINE_PACKED_GEMM_X86
   const int64_t blocks = (m + kRowBlock - 1) / kRowBlock;
   at::parallel_for(0, blocks, 1, [&](int64_t first, int64_t end) {
-    for (int64_t i = first; i < end; ++i) {
-      const int64_t r0 = i * kRowBlock, rows = std::min(kRowBlock, m - r0);
-      gemm_rows(rows, a + r0 * lda, lda, b, bias, c + r0 * ldc, ldc);
-    }
+    const int64_t r0 = first * kRowBlock, r1 = std::min(m, end * kRowBlock);
+    gemm_packed_serial(r1 - r0, a + r0 * lda, lda, b, bias, c + r0 * ldc, ldc);
   });
 #else
   (void)m, (void)a, (void)lda, (void)b, (void)bias, (void)c, (void)ldc;

@@ -53,6 +53,10 @@ class PackedB {
 void gemm_packed(int64_t m, const float* a, int64_t lda, const PackedB& b, const float* bias, float* c,
                  int64_t ldc);
 
+/// gemm_packed on the calling thread only (for callers that split rows themselves).
+void gemm_packed_serial(int64_t m, const float* a, int64_t lda, const PackedB& b, const float* bias, float* c,
+                        int64_t ldc);
+
 /// C[n, k] = G^T X = the sum over rows r of G[r, :] (outer) X[r, :], for row-major G [m, n] (row
 /// stride ldg) and X [m, k] (ldx); C [n, k] row-major with row stride ldc, overwritten. A Linear's
 /// weight gradient from its output gradient G and input rows X. Neither operand is copied: per
