@@ -166,13 +166,23 @@ struct Shape {
   int64_t rows() const { return n * h * w; }
 };
 
+torch::Tensor forward_rows_blocked(const torch::Tensor& t_rows, const torch::Tensor& x_rows, const torch::Tensor& w1,
+                                   const torch::Tensor& b1, const torch::Tensor& w2, const torch::Tensor& b2,
+                                   const torch::Tensor& gamma, const torch::Tensor& s, int64_t hw, bool keep,
+                                   torch::Tensor& h, torch::Tensor& a, torch::Tensor& y);
+
+// The products and the row blocks of the MLP as the packed kernels run them (ENGINE_BLOCKED_MLP=0:
+// the packed products one after another over all rows, to measure the blocking alone).
+bool blocked_rows(const torch::Tensor& rows) { return packed_rows(rows) && !switched_off("ENGINE_BLOCKED_MLP"); }
+
 // h = t W1^T + b1, a = gelu(h), y = a W2^T + b2 (the biases preloaded into the GEMM outputs, as
 // addmm does: OpenBLAS would zero them otherwise, the same pass), then the tail. Returns out's
-// rows [M, C]; h (the pre-activation), a and y stay for the backward.
+// rows [M, C]; with `keep`, h (the pre-activation), a and y stay for the backward.
 torch::Tensor forward_rows(const torch::Tensor& t_rows, const torch::Tensor& x_rows, const torch::Tensor& w1,
                            const torch::Tensor& b1, const torch::Tensor& w2, const torch::Tensor& b2,
-                           const torch::Tensor& gamma, const torch::Tensor& s, int64_t hw, torch::Tensor& h,
-                           torch::Tensor& a, torch::Tensor& y) {
+                           const torch::Tensor& gamma, const torch::Tensor& s, int64_t hw, bool keep,
+                           torch::Tensor& h, torch::Tensor& a, torch::Tensor& y) {
+  if (blocked_rows(t_rows)) return forward_rows_blocked(t_rows, x_rows, w1, b1, w2, b2, gamma, s, hw, keep, h, a, y);
   const int64_t rows = t_rows.size(0), c = t_rows.size(1);
   h = linear_rows(t_rows, w1, b1);
   a = gelu_exact(h);  // no gradient recorded here: a custom Function's forward, or grad mode off
@@ -186,29 +196,38 @@ torch::Tensor forward_rows(const torch::Tensor& t_rows, const torch::Tensor& x_r
   return out;
 }
 
-// The same forward without gradients, when the packed kernels run: 96 rows at a time, fc1 into a
-// per-task buffer, the GELU in place there, fc2 into those rows of y, then their tail. The hidden
-// activations (4C per row, 8 MB per stage-0 batch of 128) never leave the cache; the same kernels
-// in the same order as forward_rows, so the same bits.
-torch::Tensor forward_rows_inference(const torch::Tensor& t_rows, const torch::Tensor& x_rows, const torch::Tensor& w1,
-                                     const torch::Tensor& b1, const torch::Tensor& w2, const torch::Tensor& b2,
-                                     const torch::Tensor& gamma, const torch::Tensor& s, int64_t hw) {
+// forward_rows where the packed kernels run (packed_rows), 96 rows at a time: fc1, the GELU and fc2
+// on each block while it is in cache, then the block's tail. With `keep` (training) fc1 writes h's
+// rows and the GELU a's (the backward's inputs) as it goes; without, both live in a per-task buffer
+// and never reach memory (8 MB each for a stage-0 evaluation batch of 128). The same kernels in the
+// same order as the unblocked products, so the same bits either way.
+torch::Tensor forward_rows_blocked(const torch::Tensor& t_rows, const torch::Tensor& x_rows, const torch::Tensor& w1,
+                                   const torch::Tensor& b1, const torch::Tensor& w2, const torch::Tensor& b2,
+                                   const torch::Tensor& gamma, const torch::Tensor& s, int64_t hw, bool keep,
+                                   torch::Tensor& h, torch::Tensor& a, torch::Tensor& y) {
   constexpr int64_t kRows = 96;
   const int64_t rows = t_rows.size(0), c = t_rows.size(1), d = w1.size(0), ldt = t_rows.stride(0);
   const torch::Tensor m1 = as_matrix(w1), m2 = as_matrix(w2);
   const PackedB p1 = PackedB::transposed(m1.data_ptr<float>(), d, c, m1.stride(0));
   const PackedB p2 = PackedB::transposed(m2.data_ptr<float>(), c, d, m2.stride(0));
-  torch::Tensor y = torch::empty({rows, c}, t_rows.options()), out = torch::empty({rows, c}, t_rows.options());
+  y = torch::empty({rows, c}, t_rows.options());
+  if (keep) {
+    h = torch::empty({rows, d}, t_rows.options());
+    a = torch::empty({rows, d}, t_rows.options());
+  }
+  torch::Tensor out = torch::empty({rows, c}, t_rows.options());
   const float *t = t_rows.data_ptr<float>(), *bias1 = b1.data_ptr<float>(), *bias2 = b2.data_ptr<float>();
   float* yd = y.data_ptr<float>();
   auto tail = tail_forward();
   at::parallel_for(0, (rows + kRows - 1) / kRows, 1, [&](int64_t first, int64_t end) {
-    std::vector<float> hidden(static_cast<size_t>(kRows * d));
+    std::vector<float> hidden(keep ? 0 : static_cast<size_t>(kRows * d));
     for (int64_t blk = first; blk < end; ++blk) {
       const int64_t r0 = blk * kRows, n = std::min(kRows, rows - r0);
-      gemm_packed_serial(n, t + r0 * ldt, ldt, p1, bias1, hidden.data(), d);
-      gelu_span_float(hidden.data(), hidden.data(), n * d);
-      gemm_packed_serial(n, hidden.data(), d, p2, bias2, yd + r0 * c, c);
+      float* hb = keep ? h.data_ptr<float>() + r0 * d : hidden.data();
+      float* ab = keep ? a.data_ptr<float>() + r0 * d : hb;
+      gemm_packed_serial(n, t + r0 * ldt, ldt, p1, bias1, hb, d);
+      gelu_span_float(hb, ab, n * d);
+      gemm_packed_serial(n, ab, d, p2, bias2, yd + r0 * c, c);
       tail(x_rows.data_ptr<float>(), yd, gamma.data_ptr<float>(), s.data_ptr<float>(), out.data_ptr<float>(), r0,
            r0 + n, hw, c);
     }
@@ -227,7 +246,7 @@ struct MlpResidual : public torch::autograd::Function<MlpResidual> {
                                torch::Tensor s) {
     const Shape sh{x.size(0), x.size(1), x.size(2), x.size(3)};
     torch::Tensor t_rows = rows_of(t), h, a, y;
-    torch::Tensor out = forward_rows(t_rows, rows_of(x), w1, b1, w2, b2, gamma, s, sh.h * sh.w, h, a, y);
+    torch::Tensor out = forward_rows(t_rows, rows_of(x), w1, b1, w2, b2, gamma, s, sh.h * sh.w, true, h, a, y);
     ctx->save_for_backward({t, w1, w2, gamma, s});  // inputs: autograd checks nothing changed them
     ctx->saved_data["h"] = h;                       // the function's own intermediates
     ctx->saved_data["a"] = a;
@@ -262,12 +281,17 @@ struct MlpResidual : public torch::autograd::Function<MlpResidual> {
     if (ctx->needs_input_grad(4)) gw2 = weight_grad(gy, a, w2);
     const bool need_h = ctx->needs_input_grad(1) || ctx->needs_input_grad(2) || ctx->needs_input_grad(3);
     if (need_h) {
-      // ga = gy W2, then in place gh = ga * gelu'(h) with the fc1 bias gradient's partials.
-      torch::Tensor gh = rows_times(gy, w2);
+      // ga = gy W2, then in place gh = ga * gelu'(h) with the fc1 bias gradient's partials; where the
+      // packed kernels run, chunk by chunk, each chunk's ga still in cache for the GELU pass.
+      const bool blocked = blocked_rows(gy);
+      torch::Tensor gh = blocked ? torch::empty({rows, d}, g.options()) : rows_times(gy, w2);
+      const torch::Tensor m2 = as_matrix(w2);
+      const PackedB p2 = blocked ? PackedB::plain(m2.data_ptr<float>(), c, d, m2.stride(0)) : PackedB();
       torch::Tensor part1 = torch::zeros({chunks, d}, g.options());
       float *ghd = gh.data_ptr<float>(), *p1 = part1.data_ptr<float>();
-      const float* hd = h.data_ptr<float>();
+      const float *hd = h.data_ptr<float>(), *gyd = gy.data_ptr<float>();
       for_chunks(rows, [&](int64_t k, int64_t r0, int64_t r1) {
+        if (blocked) gemm_packed_serial(r1 - r0, gyd + r0 * c, c, p2, nullptr, ghd + r0 * d, d);
         gelu_grad_rows(hd + r0 * d, ghd + r0 * d, p1 + k * d, r1 - r0, d);
       });
       if (ctx->needs_input_grad(3)) gb1 = sum_partials(part1);
@@ -304,11 +328,8 @@ torch::Tensor convnext_mlp_residual(const torch::Tensor& x, const torch::Tensor&
                      w2.requires_grad() || b2.requires_grad() || gamma.requires_grad());
   if (grad) return MlpResidual::apply(x, t, w1, b1, w2, b2, gamma, s);
   const Shape sh{x.size(0), c, x.size(2), x.size(3)};
-  const torch::Tensor t_rows = rows_of(t);
-  if (packed_rows(t_rows) && !switched_off("ENGINE_BLOCKED_INFERENCE"))
-    return to_nchw(forward_rows_inference(t_rows, rows_of(x), w1, b1, w2, b2, gamma, s, sh.h * sh.w), sh);
   torch::Tensor h, a, y;
-  return to_nchw(forward_rows(t_rows, rows_of(x), w1, b1, w2, b2, gamma, s, sh.h * sh.w, h, a, y), sh);
+  return to_nchw(forward_rows(rows_of(t), rows_of(x), w1, b1, w2, b2, gamma, s, sh.h * sh.w, false, h, a, y), sh);
 }
 
 }  // namespace engine

@@ -29,6 +29,9 @@ PackedB::PackedB(int64_t k, int64_t n) : k_(k), n_(n), data_(new float[static_ca
 #ifdef ENGINE_PACKED_GEMM_X86
 namespace {
 
+// GCC 12 sees the undefined pass-through operand inside _mm512_unpacklo_ps & co. as maybe used.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // dst[i * ldd + j] = src[j * lds + i] for i < 16, j < 16 (a 16 x 16 tile of floats transposed in
 // registers): rows j >= rows of src read as zeros, only columns i < cols of src read and only
 // those rows of dst written.
@@ -69,6 +72,7 @@ __attribute__((target("avx512f"))) void transpose_tile(const float* src, int64_t
   for (int i = 0; i < 16; ++i)
     if (i < cols) _mm512_storeu_ps(dst + i * ldd, t[i]);
 }
+#pragma GCC diagnostic pop
 
 }  // namespace
 #endif

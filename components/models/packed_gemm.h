@@ -30,6 +30,8 @@ class PackedB {
   static PackedB transposed(const float* w, int64_t n, int64_t k, int64_t ldw);
   /// B itself: row-major [k, n] with row stride ldb.
   static PackedB plain(const float* b, int64_t k, int64_t n, int64_t ldb);
+  /// An empty matrix (k = n = 0), to be assigned.
+  PackedB() = default;
 
   int64_t k() const { return k_; }
   int64_t n() const { return n_; }

@@ -185,3 +185,24 @@ TEST_CASE("fused ConvNeXt MLP tail: the same bits with 1 and 2 threads (fixed pa
     CHECK(torch::equal(one[i], two[i]));
   }
 }
+
+TEST_CASE("fused ConvNeXt MLP tail: row blocks give the bits of the whole-matrix products") {
+  // 6 x 12 x 12 = 864 rows: 9 blocks of 96 rows forward, 4 chunks of 256 backward (the last ones
+  // short); C = 10 and 40 off the 16-lane widths. ENGINE_BLOCKED_MLP is read on each call.
+  for (int64_t c : {10, 40}) {
+    CAPTURE(c);
+    const Tail p = make_tail(6, c, 12, false);
+    const torch::Tensor probe = torch::randn({6, c, 12, 12});
+    auto fused = [&] {
+      return engine::convnext_mlp_residual(p.x, p.t, p.w1, p.b1, p.w2, p.b2, p.gamma, 0.2, true);
+    };
+    const auto blocked = run(p, probe, 5, fused);
+    setenv("ENGINE_BLOCKED_MLP", "0", 1);
+    const auto whole = run(p, probe, 5, fused);
+    unsetenv("ENGINE_BLOCKED_MLP");
+    for (size_t i = 0; i < blocked.size(); ++i) {
+      INFO(i);
+      CHECK(torch::equal(blocked[i], whole[i]));
+    }
+  }
+}
