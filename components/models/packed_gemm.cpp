@@ -136,6 +136,9 @@ namespace {
       break;                                       \
   }
 
+// Rows per register tile of V vectors: 24 accumulators at most (6 x 4, 8 x 3), 12 for narrower tiles.
+constexpr int tile_rows(int vectors) { return vectors == 4 ? 6 : vectors == 3 ? 8 : 12; }
+
 // acc[r][v] += s[r * step] * b[16v ..] for r < R, v < V: one rank-1 update of a tile of
 // accumulators (the last vector of b read in the lanes of `last`).
 template <int R, int V>
@@ -183,7 +186,7 @@ template <int V>
 __attribute__((target("avx512f"))) void panel_rows(const float* a, int64_t lda, const float* bp, int64_t k,
                                                    const float* bias, float* c, int64_t ldc, int64_t m,
                                                    __mmask16 last) {
-  constexpr int MR = V == 4 ? 6 : V == 3 ? 8 : 12;
+  constexpr int MR = tile_rows(V);
   int64_t r = 0;
   for (; r + MR <= m; r += MR) micro_kernel<MR, V>(a + r * lda, lda, bp, k, bias, c + r * ldc, ldc, last);
   const int64_t left = m - r;
@@ -250,7 +253,7 @@ template <int V>
 __attribute__((target("avx512f"))) void at_b_panel(int64_t m, const float* g, int64_t ldg, int64_t n0, int64_t n1,
                                                    const float* x, int64_t ldx, float* c, int64_t ldc,
                                                    __mmask16 last) {
-  constexpr int R = V == 4 ? 6 : V == 3 ? 8 : 12;
+  constexpr int R = tile_rows(V);
   int64_t r = n0;
   for (; r + R <= n1; r += R) at_b_tile<R, V>(m, g + r, ldg, x, ldx, c + r * ldc, ldc, last);
   const int64_t left = n1 - r;
