@@ -31,7 +31,9 @@ namespace {
 
 // GCC 12 sees the undefined pass-through operand inside _mm512_unpacklo_ps & co. as maybe used.
 #pragma GCC diagnostic push
+#ifndef __clang__
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 // dst[i * ldd + j] = src[j * lds + i] for i < 16, j < 16 (a 16 x 16 tile of floats transposed in
 // registers): rows j >= rows of src read as zeros, only columns i < cols of src read and only
 // those rows of dst written.

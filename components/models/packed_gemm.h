@@ -5,7 +5,7 @@
 // are [rows, C] x [C, 4C] and back with C = 40..320: OpenBLAS packs both operands of every call (a
 // quarter of its time in copies, measured by perf) and runs these shapes at 70-105 GFLOP/s on one
 // thread (33 for fc1's forward at C = 40); an AVX-512 register-blocked kernel that broadcasts A's
-// elements from their rows and streams B's packed panel reaches 95-160 on them
+// elements from their rows and streams B's packed panel reaches 75-160 on them
 // (bench/mlp_gemm.cpp, bench/RESULTS.md). AVX-512 only; callers use a torch op (OpenBLAS) where
 // packed_gemm_available() is false.
 #include <cstdint>
