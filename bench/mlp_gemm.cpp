@@ -3,7 +3,8 @@
 // alternating the two in every round. Build: `ninja -C build bench_mlp_gemm`; run:
 // `build/bench_mlp_gemm [batch] [rounds]` (default 64 and 7; one thread unless ENGINE_THREADS).
 // Prints per shape the median GFLOP/s of each side over the rounds: forward rows W^T + b (fc1 as
-// [rows, C] x [C, 4C], fc2 back) and the input gradients g W; rows = batch x the stage's pixels
+// [rows, C] x [C, 4C], fc2 back), the input gradients g W and the weight gradients g^T x (gemm_at_b,
+// nothing to pack); rows = batch x the stage's pixels
 // at 40 x 40 input (convnext_atto: C = 40, 80, 160, 320 on 10x10, 5x5, 2x2, 1x1 maps).
 #include <torch/torch.h>
 

@@ -166,36 +166,6 @@ struct Shape {
   int64_t rows() const { return n * h * w; }
 };
 
-torch::Tensor forward_rows_blocked(const torch::Tensor& t_rows, const torch::Tensor& x_rows, const torch::Tensor& w1,
-                                   const torch::Tensor& b1, const torch::Tensor& w2, const torch::Tensor& b2,
-                                   const torch::Tensor& gamma, const torch::Tensor& s, int64_t hw, bool keep,
-                                   torch::Tensor& h, torch::Tensor& a, torch::Tensor& y);
-
-// The products and the row blocks of the MLP as the packed kernels run them (ENGINE_BLOCKED_MLP=0:
-// the packed products one after another over all rows, to measure the blocking alone).
-bool blocked_rows(const torch::Tensor& rows) { return packed_rows(rows) && !switched_off("ENGINE_BLOCKED_MLP"); }
-
-// h = t W1^T + b1, a = gelu(h), y = a W2^T + b2 (the biases preloaded into the GEMM outputs, as
-// addmm does: OpenBLAS would zero them otherwise, the same pass), then the tail. Returns out's
-// rows [M, C]; with `keep`, h (the pre-activation), a and y stay for the backward.
-torch::Tensor forward_rows(const torch::Tensor& t_rows, const torch::Tensor& x_rows, const torch::Tensor& w1,
-                           const torch::Tensor& b1, const torch::Tensor& w2, const torch::Tensor& b2,
-                           const torch::Tensor& gamma, const torch::Tensor& s, int64_t hw, bool keep,
-                           torch::Tensor& h, torch::Tensor& a, torch::Tensor& y) {
-  if (blocked_rows(t_rows)) return forward_rows_blocked(t_rows, x_rows, w1, b1, w2, b2, gamma, s, hw, keep, h, a, y);
-  const int64_t rows = t_rows.size(0), c = t_rows.size(1);
-  h = linear_rows(t_rows, w1, b1);
-  a = gelu_exact(h);  // no gradient recorded here: a custom Function's forward, or grad mode off
-  y = linear_rows(a, w2, b2);
-  torch::Tensor out = torch::empty({rows, c}, y.options());
-  auto kernel = tail_forward();
-  for_chunks(rows, [&](int64_t, int64_t r0, int64_t r1) {
-    kernel(x_rows.data_ptr<float>(), y.data_ptr<float>(), gamma.data_ptr<float>(), s.data_ptr<float>(),
-           out.data_ptr<float>(), r0, r1, hw, c);
-  });
-  return out;
-}
-
 // forward_rows where the packed kernels run (packed_rows), 96 rows at a time: fc1, the GELU and fc2
 // on each block while it is in cache, then the block's tail. With `keep` (training) fc1 writes h's
 // rows and the GELU a's (the backward's inputs) as it goes; without, both live in a per-task buffer
@@ -231,6 +201,31 @@ torch::Tensor forward_rows_blocked(const torch::Tensor& t_rows, const torch::Ten
       tail(x_rows.data_ptr<float>(), yd, gamma.data_ptr<float>(), s.data_ptr<float>(), out.data_ptr<float>(), r0,
            r0 + n, hw, c);
     }
+  });
+  return out;
+}
+
+// The products and the row blocks of the MLP as the packed kernels run them (ENGINE_BLOCKED_MLP=0:
+// the packed products one after another over all rows, to measure the blocking alone).
+bool blocked_rows(const torch::Tensor& rows) { return packed_rows(rows) && !switched_off("ENGINE_BLOCKED_MLP"); }
+
+// h = t W1^T + b1, a = gelu(h), y = a W2^T + b2 (the biases preloaded into the GEMM outputs, as
+// addmm does: OpenBLAS would zero them otherwise, the same pass), then the tail. Returns out's
+// rows [M, C]; with `keep`, h (the pre-activation), a and y stay for the backward.
+torch::Tensor forward_rows(const torch::Tensor& t_rows, const torch::Tensor& x_rows, const torch::Tensor& w1,
+                           const torch::Tensor& b1, const torch::Tensor& w2, const torch::Tensor& b2,
+                           const torch::Tensor& gamma, const torch::Tensor& s, int64_t hw, bool keep,
+                           torch::Tensor& h, torch::Tensor& a, torch::Tensor& y) {
+  if (blocked_rows(t_rows)) return forward_rows_blocked(t_rows, x_rows, w1, b1, w2, b2, gamma, s, hw, keep, h, a, y);
+  const int64_t rows = t_rows.size(0), c = t_rows.size(1);
+  h = linear_rows(t_rows, w1, b1);
+  a = gelu_exact(h);  // no gradient recorded here: a custom Function's forward, or grad mode off
+  y = linear_rows(a, w2, b2);
+  torch::Tensor out = torch::empty({rows, c}, y.options());
+  auto kernel = tail_forward();
+  for_chunks(rows, [&](int64_t, int64_t r0, int64_t r1) {
+    kernel(x_rows.data_ptr<float>(), y.data_ptr<float>(), gamma.data_ptr<float>(), s.data_ptr<float>(),
+           out.data_ptr<float>(), r0, r1, hw, c);
   });
   return out;
 }

@@ -29,6 +29,9 @@ PackedB::PackedB(int64_t k, int64_t n) : k_(k), n_(n), data_(new float[static_ca
 #ifdef ENGINE_PACKED_GEMM_X86
 namespace {
 
+// The first min(lanes, 16) lanes of a 16-float vector (lanes >= 1).
+__mmask16 lane_mask(int64_t lanes) { return static_cast<__mmask16>(lanes >= 16 ? 0xffff : (1u << lanes) - 1); }
+
 // GCC 12 sees the undefined pass-through operand inside _mm512_unpacklo_ps & co. as maybe used.
 #pragma GCC diagnostic push
 #ifndef __clang__
@@ -39,7 +42,7 @@ namespace {
 // those rows of dst written.
 __attribute__((target("avx512f"))) void transpose_tile(const float* src, int64_t lds, int64_t rows, int64_t cols,
                                                        float* dst, int64_t ldd) {
-  const __mmask16 cmask = static_cast<__mmask16>(cols >= 16 ? 0xffff : (1u << cols) - 1);
+  const __mmask16 cmask = lane_mask(cols);
   __m512 r[16], t[16];
 #pragma GCC unroll 16
   for (int j = 0; j < 16; ++j) r[j] = j < rows ? _mm512_maskz_loadu_ps(cmask, src + j * lds) : _mm512_setzero_ps();
@@ -207,8 +210,7 @@ void gemm_rows(int64_t m, const float* a, int64_t lda, const PackedB& b, const f
                int64_t ldc) {
   for (int64_t p = 0; p < b.panels(); ++p) {
     const int64_t n0 = p * PackedB::kPanel, width = b.width(p), vectors = b.padded_width(p) / 16;
-    const int64_t tail = width - 16 * (vectors - 1);
-    const __mmask16 last = static_cast<__mmask16>(tail == 16 ? 0xffff : (1u << tail) - 1);
+    const __mmask16 last = lane_mask(width - 16 * (vectors - 1));
     const float* bias_p = bias ? bias + n0 : nullptr;
     switch (vectors) {
       case 1:
@@ -307,8 +309,7 @@ void gemm_at_b(int64_t m, const float* g, int64_t ldg, int64_t n, const float* x
       const int64_t rows = std::min(kSumBlock, m - i0);
       for (int64_t k0 = 0; k0 < k; k0 += PackedB::kPanel) {
         const int64_t width = std::min(PackedB::kPanel, k - k0), vectors = (width + 15) / 16;
-        const int64_t tail = width - 16 * (vectors - 1);
-        const __mmask16 last = static_cast<__mmask16>(tail == 16 ? 0xffff : (1u << tail) - 1);
+        const __mmask16 last = lane_mask(width - 16 * (vectors - 1));
         const float *gb = g + i0 * ldg, *xb = x + i0 * ldx + k0;
         float* cb = c + k0;
         switch (vectors) {
