@@ -10,6 +10,7 @@
 #include "components/models/backbone_family.h"
 #include "components/models/convnext_mlp.h"
 #include "components/models/cpu_kernels.h"
+#include "components/models/depthwise_conv.h"
 #include "components/models/im2col_conv.h"
 #include "components/models/layers.h"
 #include "components/models/simd.h"
@@ -105,7 +106,7 @@ class BlockImpl : public nn::Module {
     torch::Tensor t;
     {
       Float32Region fp32(x);
-      // conv_dw's weights, through a faster kernel for the same convolution (cpu_kernels.h).
+      // conv_dw's weights, through the engine's kernels for the same convolution (depthwise_conv.h).
       t = norm_->forward(depthwise_conv2d_same(x, conv_dw_->weight, conv_dw_->bias));
     }
     if (mlp_as_gemm(x)) {  // CPU float32: the MLP, layer scale, drop path and residual fused

@@ -9,16 +9,14 @@
 
 #include "components/models/simd.h"
 
-// Why these exist (convnext_atto, batch 64, 56x56 input, 1 thread, CPU time, Debian LibTorch 1.13
-// with oneDNN 2.6; measured against conv2d / gelu on the same tensors):
-// - conv_dw weight gradient: oneDNN has no fast channels-last depthwise backward-weights path
-//   (3.0-5.2 ms per block at ~1 GFLOP/s; 9 ms for a 1x1 map). Here: 8-wide SIMD, 0.5-1.4 ms.
-//   Block fwd+bwd: 8.6 -> 3.6 ms (14x14), 5.5 -> 1.6 (7x7), 3.9 -> 0.7 (3x3), 20 -> 0.6 (1x1).
+// Why this exists (convnext_atto, batch 64, 56x56 input, 1 thread, CPU time, Debian LibTorch 1.13
+// with oneDNN 2.6; measured against torch::gelu on the same tensors):
 // - exact GELU: forward is ~7x slower on channels-last NCHW strides than on the same memory as a
 //   dense NHWC view; backward is scalar erf/exp. fwd+bwd on 2M elements: 23 -> 4.2 ms. Then
 //   16-wide on AVX-512 (40x40 input, the MLP's [M, 4C] rows, 4.2M elements a step): fwd+bwd
 //   10.7 -> 8.2 ms a step (fwd 3.2 -> 2.5, bwd 7.5 -> 5.7).
-// (Convolutions as GEMMs, the stride == kernel ones of ConvNeXt among them: im2col_conv.cpp.)
+// (Convolutions as GEMMs, the stride == kernel ones of ConvNeXt among them: im2col_conv.cpp; the
+// depthwise convolution: depthwise_conv.cpp.)
 // The maths is unchanged, only the summation order differs (float rounding).
 
 // The SIMD helpers below pass 32- and 64-byte vectors by value; they are always inlined, so the ABI note
@@ -33,118 +31,6 @@ using torch::autograd::variable_list;
 
 using namespace simd;
 
-bool fast_path(const torch::Tensor& x) { return cpu_float(x); }
-
-// ---- depthwise weight gradient -------------------------------------------------------------
-// gw[i][j][c] += sum_{h<H, w<W} xp[h+i][w+j][c] * g[h][w][c] for one image (NHWC, dense), xp the
-// input zero-padded by K/2: no bounds checks, and padding contributes exact zeros. K accumulators
-// stay in registers over the whole image.
-template <int K>
-ENGINE_INLINE void dw_grad_image(const float* xp, const float* g, float* gw, int64_t H, int64_t W,
-                                 int64_t C) {
-  const int64_t Wp = W + K - 1;
-  int64_t c0 = 0;
-  for (; c0 + 8 <= C; c0 += 8) {
-    for (int i = 0; i < K; ++i) {
-      v8 acc[K];  // fully unrolled over j (GCC -O2 would not): the K accumulators live in registers
-#pragma GCC unroll 8
-      for (int j = 0; j < K; ++j) acc[j] = v8{};
-      for (int64_t h = 0; h < H; ++h) {
-        const float* xr = xp + (h + i) * Wp * C + c0;
-        const float* gr = g + h * W * C + c0;
-        for (int64_t w = 0; w < W; ++w) {
-          const v8 gv = load(gr + w * C);
-#pragma GCC unroll 8
-          for (int j = 0; j < K; ++j) acc[j] += load(xr + (w + j) * C) * gv;
-        }
-      }
-#pragma GCC unroll 8
-      for (int j = 0; j < K; ++j) store(gw + (i * K + j) * C + c0, load(gw + (i * K + j) * C + c0) + acc[j]);
-    }
-  }
-  for (; c0 < C; ++c0)  // channels beyond a multiple of 8 (not hit by ConvNeXt's widths)
-    for (int i = 0; i < K; ++i)
-      for (int j = 0; j < K; ++j) {
-        float s = 0;
-        for (int64_t h = 0; h < H; ++h)
-          for (int64_t w = 0; w < W; ++w) s += xp[((h + i) * Wp + w + j) * C + c0] * g[(h * W + w) * C + c0];
-        gw[(i * K + j) * C + c0] += s;
-      }
-}
-
-template <int K>
-void dw_grad_generic(const float* xp, const float* g, float* gw, int64_t H, int64_t W, int64_t C) {
-  dw_grad_image<K>(xp, g, gw, H, W, C);
-}
-#if defined(__x86_64__) && defined(__GNUC__)
-template <int K>
-__attribute__((target("avx2,fma"))) void dw_grad_avx2(const float* xp, const float* g, float* gw, int64_t H,
-                                                      int64_t W, int64_t C) {
-  dw_grad_image<K>(xp, g, gw, H, W, C);
-}
-#endif
-
-template <int K>
-torch::Tensor dw_weight_grad(const torch::Tensor& x, const torch::Tensor& go) {
-  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), p = K / 2;
-  // NHWC dense (free when channels-last), input zero-padded on H and W.
-  torch::Tensor xp = torch::constant_pad_nd(x.permute({0, 2, 3, 1}), {0, 0, p, p, p, p}).contiguous();
-  torch::Tensor g = go.permute({0, 2, 3, 1}).contiguous();
-  auto kernel = &dw_grad_generic<K>;
-#if defined(__x86_64__) && defined(__GNUC__)
-  if (has_avx2()) kernel = &dw_grad_avx2<K>;
-#endif
-  // A fixed split of the batch into chunks, each with its own partial sum, added in chunk order:
-  // the result does not depend on which thread ran what.
-  const int64_t chunks = std::min<int64_t>(N, std::max(1, at::get_num_threads()));
-  torch::Tensor partial = torch::zeros({chunks, K, K, C}, x.options());
-  const float* xd = xp.data_ptr<float>();
-  const float* gd = g.data_ptr<float>();
-  float* pd = partial.data_ptr<float>();
-  at::parallel_for(0, chunks, 1, [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t)
-      for (int64_t n = t * N / chunks; n < (t + 1) * N / chunks; ++n)
-        kernel(xd + n * (H + 2 * p) * (W + 2 * p) * C, gd + n * H * W * C, pd + t * K * K * C, H, W, C);
-  });
-  return partial.sum(0).permute({2, 0, 1}).unsqueeze(1).contiguous();  // [C, 1, K, K]
-}
-
-// Maps smaller than the kernel only reach its central (2H-1)x(2W-1) taps; the crop gives the
-// same output without oneDNN's very slow path for, e.g., a 1x1 map with a 7x7 kernel.
-struct Crop {
-  torch::Tensor weight;
-  int64_t ph, pw;
-};
-Crop crop(const torch::Tensor& w, int64_t H, int64_t W) {
-  const int64_t k = w.size(2), p = k / 2, kh = std::min(k, 2 * H - 1), kw = std::min(k, 2 * W - 1);
-  if (kh == k && kw == k) return {w, p, p};
-  return {w.slice(2, p - kh / 2, p + kh / 2 + 1).slice(3, p - kw / 2, p + kw / 2 + 1), kh / 2, kw / 2};
-}
-
-struct DepthwiseSame : public torch::autograd::Function<DepthwiseSame> {
-  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, torch::Tensor w, torch::Tensor b) {
-    ctx->save_for_backward({x, w});
-    Crop c = crop(w, x.size(2), x.size(3));
-    return torch::conv2d(x, c.weight, b, 1, {c.ph, c.pw}, 1, x.size(1));
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    auto saved = ctx->get_saved_variables();
-    const torch::Tensor &x = saved[0], &w = saved[1];
-    torch::Tensor go = grads[0].contiguous(x.suggest_memory_format());
-    Crop c = crop(w, x.size(2), x.size(3));
-    torch::Tensor gx, gw, gb;
-    if (ctx->needs_input_grad(0))
-      gx = std::get<0>(at::convolution_backward(go, x, c.weight, c10::nullopt, {1, 1}, {c.ph, c.pw}, {1, 1},
-                                                false, {0, 0}, x.size(1), {true, false, false}));
-    if (ctx->needs_input_grad(1)) {
-      const int64_t k = w.size(2);
-      gw = k == 7 ? dw_weight_grad<7>(x, go) : k == 5 ? dw_weight_grad<5>(x, go) : dw_weight_grad<3>(x, go);
-    }
-    if (ctx->needs_input_grad(2)) gb = go.sum({0, 2, 3});
-    return {gx, gw, gb};
-  }
-};
-
 // ---- exact GELU -------------------------------------------------------------------------------
 // gelu(x) = x Phi(x); d/dx = Phi(x) + x phi(x). One exp serves both: e = exp(-x^2/2); with
 // t = 1/(1 + p|x|/sqrt2), erfc(|x|/sqrt2) = t P(t) e (Abramowitz-Stegun 7.1.26, |err| <= 1.5e-7,
@@ -154,11 +40,6 @@ struct DepthwiseSame : public torch::autograd::Function<DepthwiseSame> {
 // Xeon (Ice Lake, 1 thread, 1M elements): backward 1.1 ns/element with 8-wide AVX2 vs 0.73 with
 // 16-wide AVX-512, about the 0.5-0.6 ns/element that only streaming x, dy and the result through
 // L3 costs; the division is not the limit (a reciprocal estimate + Newton step measured the same).
-template <int W>
-struct Vec {
-  typedef float f __attribute__((vector_size(W * 4)));
-  typedef int32_t i __attribute__((vector_size(W * 4)));
-};
 template <int W>
 ENGINE_INLINE typename Vec<W>::f exp_nonpositive(typename Vec<W>::f a) {  // Cephes expf, a in [-87, 0]
   using F = typename Vec<W>::f;
@@ -196,17 +77,9 @@ ENGINE_INLINE void normal_cdf_pdf(typename Vec<W>::f x, typename Vec<W>::f& cdf,
   pdf = e * 0.3989422804f;
 }
 
-// W float lanes from and to the memory of a float32 tensor...
-template <int W>
-ENGINE_INLINE typename Vec<W>::f load_lanes(const float* p) {
-  typename Vec<W>::f f;
-  std::memcpy(&f, p, sizeof f);
-  return f;
-}
-template <int W>
-ENGINE_INLINE void store_lanes(float* p, typename Vec<W>::f f) {
-  std::memcpy(p, &f, sizeof f);
-}
+// W float lanes from and to the memory of a float32 tensor (simd.h)...
+using simd::load_lanes;
+using simd::store_lanes;
 // ...or of a bf16 one (the MLP's hidden activations under bf16 autocast: convnext.cpp), through the
 // same float lanes: widening is exact (a bf16 is the top half of a float), narrowing rounds to
 // nearest even as c10::BFloat16 does, NaN stays NaN. So the result is the float GELU rounded once.
@@ -394,17 +267,6 @@ struct GeluExact : public torch::autograd::Function<GeluExact> {
 };
 
 }  // namespace
-
-torch::Tensor depthwise_conv2d_same(const torch::Tensor& x, const torch::Tensor& weight,
-                                    const torch::Tensor& bias) {
-  const int64_t k = weight.size(2);
-  const bool custom = torch::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad()) &&
-                      fast_path(x) && weight.scalar_type() == torch::kFloat && (k == 3 || k == 5 || k == 7) &&
-                      weight.size(3) == k;
-  if (custom) return DepthwiseSame::apply(x, weight, bias);
-  Crop c = crop(weight, x.size(2), x.size(3));
-  return torch::conv2d(x, c.weight, bias, 1, {c.ph, c.pw}, 1, x.size(1));
-}
 
 torch::Tensor gelu_exact(const torch::Tensor& x) {
   RECORD_FUNCTION("engine::gelu_exact", std::vector<c10::IValue>({x}));
