@@ -1,6 +1,7 @@
 #include "components/models/depthwise_conv.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -326,6 +327,7 @@ bool own_kernels(const torch::Tensor& x, const torch::Tensor& weight, const torc
 
 torch::Tensor depthwise_conv2d_same(const torch::Tensor& x, const torch::Tensor& weight,
                                     const torch::Tensor& bias) {
+  RECORD_FUNCTION("engine::depthwise_conv2d_same", std::vector<c10::IValue>({x}));
   if (dwconv::own_kernels(x, weight, bias)) {
     const bool grad = torch::GradMode::is_enabled() &&
                       (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()));

@@ -43,4 +43,31 @@ void zero_grads(const std::vector<torch::Tensor>& params) {
   for (auto& g : grads) g.zero_();
 }
 
+void StepGradients::begin(const std::vector<torch::Tensor>& params) {
+  kept_.clear();
+  std::vector<torch::Tensor> grads;
+  grads.reserve(params.size());
+  for (const auto& p : params) grads.push_back(p.grad());
+  if (!single_span(grads)) {
+    zero_grads(params);
+    return;
+  }
+  kept_ = std::move(grads);
+  for (const auto& p : params) p.mutable_grad() = torch::Tensor();
+}
+
+void StepGradients::end(const std::vector<torch::Tensor>& params) {
+  if (kept_.empty()) return;
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const torch::Tensor& fresh = params[i].grad();
+    if (fresh.defined())
+      kept_[i].copy_(fresh);
+    else
+      kept_[i].zero_();
+    params[i].mutable_grad() = kept_[i];
+  }
+  kept_.clear();
+}
+
 }  // namespace engine

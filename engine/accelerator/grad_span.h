@@ -19,4 +19,23 @@ std::optional<torch::Tensor> single_span(const std::vector<torch::Tensor>& tenso
 /// Zeroes the gradients of `params` that have one: one fill when they form a single span.
 void zero_grads(const std::vector<torch::Tensor>& params);
 
+/// The gradients of one optimizer step written once instead of zeroed and then added to. Zeroing a
+/// span and letting autograd add every new gradient into it costs a fill and an add over all the
+/// gradients each step (4 ms of a ~95 ms convnext_atto step at batch 64, 1 thread: op profile in
+/// bench/RESULTS.md); autograd hands a new gradient over without a copy when the parameter has none.
+class StepGradients {
+ public:
+  /// Start of an optimizer step. When the gradients of `params` form one span (FlatAdamW's arena),
+  /// keeps them and unsets each parameter's gradient; otherwise zeroes them (zero_grads).
+  void begin(const std::vector<torch::Tensor>& params);
+  /// After the step's first backward: each kept gradient takes the new one's values (zeros where a
+  /// parameter got none, as after zero_grads) and is the parameter's gradient again, so that later
+  /// micro-batches add into the span and the all-reduce and the optimizer find it as before.
+  /// Nothing to do after a begin() that zeroed.
+  void end(const std::vector<torch::Tensor>& params);
+
+ private:
+  std::vector<torch::Tensor> kept_;  // one per parameter, in order; empty when begin() zeroed
+};
+
 }  // namespace engine

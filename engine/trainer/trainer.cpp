@@ -83,7 +83,7 @@ void Trainer::train_epoch(const Phase& phase, int64_t phase_steps, int64_t epoch
     const int64_t micro = b % k;
     if (micro == 0) {
       apply_schedule(phase, state_.step - state_.phase_first_step, phase_steps);
-      zero_grads(trainable_);  // one fill when the optimizer keeps them flat
+      step_grads_.begin(trainable_);  // written by this step's first backward, not zeroed and added to
     }
     torch::Tensor images = batch.images.to(acc_.device()), labels = batch.labels.to(acc_.device());
     torch::Tensor loss;
@@ -112,11 +112,10 @@ void Trainer::train_epoch(const Phase& phase, int64_t phase_steps, int64_t epoch
     state_.epoch_loss_count += n;
     state_.images_seen += n * world;
     state_.batches_done = b + 1;
-    if (micro < k - 1) {
-      acc_.backward_local(scaled);
-      continue;
-    }
-    const bool stepped = acc_.backward(scaled, trainable_);
+    acc_.backward_local(scaled);
+    if (micro == 0) step_grads_.end(trainable_);
+    if (micro < k - 1) continue;
+    const bool stepped = acc_.sync_gradients(trainable_);
     if (stepped) {
       if (recipe_.train.grad_clip_norm > 0) torch::nn::utils::clip_grad_norm_(trainable_, recipe_.train.grad_clip_norm);
       parts_.optimizer->step();

@@ -11,6 +11,7 @@
 
 #include "components/models/batch_norm.h"
 #include "engine/accelerator/accelerator.h"
+#include "engine/accelerator/grad_span.h"
 #include "engine/trainer/builder.h"
 #include "engine/trainer/checkpointer.h"
 #include "engine/trainer/evaluator.h"
@@ -72,6 +73,7 @@ class Trainer {
   std::unique_ptr<Evaluator> evaluator_;
   std::unique_ptr<ModelEma> ema_;
   std::vector<torch::Tensor> trainable_;  // this phase's parameters with gradients
+  StepGradients step_grads_;
   std::vector<double> base_lrs_;          // this phase's peak lr per optimizer group
   RankSum rank_sum_;                      // SyncBatchNorm's all-reduce (batch_norm.h), in DDP jobs
   ResumeRequest resume_request_;

@@ -90,3 +90,51 @@ TEST_CASE("with adamw's flat gradients, the DDP gradient sync is one all-reduce 
   zero_grads(n.params());
   for (auto& p : n.params()) CHECK(p.grad().abs().sum().item<double>() == 0);
 }
+
+TEST_CASE("StepGradients: a step's gradients land in adamw's flat buffer without zeroing, the same bits as zero + add") {
+  const auto digits = test::mnist_batch(32, 28), more = test::mnist_batch(32, 28, 1, 32);
+  // Two identical nets and optimizers, one zeroed the classic way, one through StepGradients; a parameter
+  // the loss never uses (it must hold zeros after the step's backward, as after zero_grads); gradients
+  // accumulated over two micro-batches from step 2 on.
+  torch::manual_seed(1);
+  Net a;
+  Net b;
+  for (size_t i = 0; i < a.params().size(); ++i) b.params()[i].detach().copy_(a.params()[i].detach());
+  torch::Tensor unused_a = torch::ones({5}).requires_grad_(), unused_b = torch::ones({5}).requires_grad_();
+  auto with_unused = [](const Net& n, const torch::Tensor& u) {
+    auto p = n.params();
+    p.push_back(u);
+    return p;
+  };
+  const auto pa = with_unused(a, unused_a), pb = with_unused(b, unused_b);
+  auto opt_a = make_adamw(AdamWOptions{}, {ParamGroup{"all", pa}});
+  auto opt_b = make_adamw(AdamWOptions{}, {ParamGroup{"all", pb}});
+  // The unused parameters need a gradient for the first step to build the arena (as zero_grads leaves them).
+  unused_a.mutable_grad() = torch::zeros({5});
+  unused_b.mutable_grad() = torch::zeros({5});
+  StepGradients grads;
+  for (int step = 0; step < 4; ++step) {
+    CAPTURE(step);
+    zero_grads(pa);
+    a.loss(digits).backward();
+    if (step >= 2) a.loss(more).backward();
+
+    const void* span_before = pb[0].grad().defined() ? pb[0].grad().data_ptr() : nullptr;
+    grads.begin(pb);
+    if (step >= 1) {  // from the step after the arena was built: the gradients are handed over
+      for (const auto& p : pb) CHECK_FALSE(p.grad().defined());
+    }
+    b.loss(digits).backward();
+    grads.end(pb);
+    if (step >= 2) b.loss(more).backward();
+    if (step >= 1) {
+      CHECK(pb[0].grad().data_ptr() == span_before);  // the optimizer's buffer again
+      CHECK(single_span({pb[0].grad(), pb[1].grad(), pb[2].grad(), pb[3].grad(), pb[4].grad()}).has_value());
+      CHECK(unused_b.grad().abs().sum().item<double>() == 0);
+    }
+    for (size_t i = 0; i < pa.size(); ++i) CHECK(torch::equal(pa[i].grad(), pb[i].grad()));
+    opt_a->step();
+    opt_b->step();
+    for (size_t i = 0; i < pa.size(); ++i) CHECK(torch::equal(pa[i], pb[i]));
+  }
+}
