@@ -10,6 +10,7 @@
 #include "components/models/cpu_kernels.h"
 #include "components/models/layers.h"
 #include "components/models/packed_gemm.h"
+#include "components/models/row_gemm.h"
 #include "components/models/simd.h"
 #include "engine/core/env.h"
 
@@ -31,42 +32,6 @@ constexpr int64_t kChunk = 256;
 
 // [N, C, H, W] channels-last -> the [N*H*W, C] rows of its memory (a view).
 torch::Tensor rows_of(const torch::Tensor& x) { return x.permute({0, 2, 3, 1}).reshape({-1, x.size(1)}); }
-torch::Tensor as_matrix(const torch::Tensor& w) { return w.view({w.size(0), w.size(1)}); }
-
-// The MLP's products on rows [m, k] (row stride `stride(0)`, dense along k): the packed kernels
-// where they run and pay (packed_gemm.h), OpenBLAS through addmm / mm otherwise.
-bool packed_rows(const torch::Tensor& rows) {
-  return packed_gemm_available() && packed_gemm_pays(rows.size(0)) && rows.stride(1) == 1;
-}
-// rows W^T + b for a Linear's weight W [n, k] (or [n, k, 1, 1]) and bias b [n].
-torch::Tensor linear_rows(const torch::Tensor& rows, const torch::Tensor& w, const torch::Tensor& b) {
-  const torch::Tensor wm = as_matrix(w);
-  if (!packed_rows(rows)) return torch::addmm(b, rows, wm.t());
-  const PackedB packed = PackedB::transposed(wm.data_ptr<float>(), wm.size(0), wm.size(1), wm.stride(0));
-  torch::Tensor out = torch::empty({rows.size(0), wm.size(0)}, rows.options());
-  gemm_packed(rows.size(0), rows.data_ptr<float>(), rows.stride(0), packed, b.data_ptr<float>(),
-              out.data_ptr<float>(), out.stride(0));
-  return out;
-}
-// g^T x for rows g [m, n] and x [m, k], shaped as w (a Linear's weight gradient, [n, k] or [n, k, 1, 1]).
-torch::Tensor weight_grad(const torch::Tensor& g, const torch::Tensor& x, const torch::Tensor& w) {
-  if (!packed_gemm_available() || g.stride(1) != 1 || x.stride(1) != 1) return torch::mm(g.t(), x).view(w.sizes());
-  torch::Tensor out = torch::empty(w.sizes(), g.options());
-  gemm_at_b(g.size(0), g.data_ptr<float>(), g.stride(0), g.size(1), x.data_ptr<float>(), x.stride(0), x.size(1),
-            out.data_ptr<float>(), x.size(1));
-  return out;
-}
-// rows W for rows [m, n] and W [n, k] (or [n, k, 1, 1]): the input gradient of a Linear.
-torch::Tensor rows_times(const torch::Tensor& rows, const torch::Tensor& w) {
-  const torch::Tensor wm = as_matrix(w);
-  if (!packed_rows(rows)) return torch::mm(rows, wm);
-  const PackedB packed = PackedB::plain(wm.data_ptr<float>(), wm.size(0), wm.size(1), wm.stride(0));
-  torch::Tensor out = torch::empty({rows.size(0), wm.size(1)}, rows.options());
-  gemm_packed(rows.size(0), rows.data_ptr<float>(), rows.stride(0), packed, nullptr, out.data_ptr<float>(),
-              out.stride(0));
-  return out;
-}
-
 // Forward tail over rows [r0, r1): out = (y * gamma) * s[sample] + x, the order of the composed
 // ops (layer scale, drop path, residual; y is fc2's output, bias included).
 ENGINE_INLINE void tail_forward_rows(const float* x, const float* y, const float* gamma, const float* s,
@@ -273,7 +238,7 @@ struct MlpResidual : public torch::autograd::Function<MlpResidual> {
     torch::Tensor gw1, gb1, gw2, gb2, ggamma, gt;
     if (ctx->needs_input_grad(5)) gb2 = sum_partials(part[0]);
     if (ctx->needs_input_grad(6)) ggamma = sum_partials(part[1]);
-    if (ctx->needs_input_grad(4)) gw2 = weight_grad(gy, a, w2);
+    if (ctx->needs_input_grad(4)) gw2 = weight_grad(gy, a, w2.sizes());
     const bool need_h = ctx->needs_input_grad(1) || ctx->needs_input_grad(2) || ctx->needs_input_grad(3);
     if (need_h) {
       // ga = gy W2, then in place gh = ga * gelu'(h) with the fc1 bias gradient's partials; where the
@@ -290,7 +255,7 @@ struct MlpResidual : public torch::autograd::Function<MlpResidual> {
         gelu_grad_rows(hd + r0 * d, ghd + r0 * d, p1 + k * d, r1 - r0, d);
       });
       if (ctx->needs_input_grad(3)) gb1 = sum_partials(part1);
-      if (ctx->needs_input_grad(2)) gw1 = weight_grad(gh, t_rows, w1);
+      if (ctx->needs_input_grad(2)) gw1 = weight_grad(gh, t_rows, w1.sizes());
       if (ctx->needs_input_grad(1)) gt = to_nchw(rows_times(gh, w1), sh);
     }
     torch::Tensor gx = ctx->needs_input_grad(0) ? g : torch::Tensor();

@@ -11,6 +11,7 @@
 
 // simd.h's vector helpers (unused here) draw GCC's ABI note for AVX vectors: it does not apply.
 #pragma GCC diagnostic ignored "-Wpsabi"
+#include "components/models/row_gemm.h"
 #include "components/models/simd.h"
 #include "engine/core/blas.h"
 #include "engine/core/cpu_threads.h"
@@ -128,9 +129,9 @@ torch::Tensor output(const Geometry& g, const torch::Tensor& rows) {  // -> chan
   return rows.view({g.n, g.ho, g.wo, g.o}).permute({0, 3, 1, 2});
 }
 
+// The three products on the patch rows (row_gemm.h: the packed kernels where they run and pay).
 torch::Tensor forward_rows(const Geometry& g, const torch::Tensor& p, const torch::Tensor& w, const torch::Tensor& b) {
-  torch::Tensor wm = weight_matrix(g, w);
-  return b.defined() ? torch::addmm(b, p, wm.t()) : torch::mm(p, wm.t());
+  return linear_rows(p, weight_matrix(g, w), b);
 }
 
 struct Im2colConv : public torch::autograd::Function<Im2colConv> {
@@ -151,13 +152,13 @@ struct Im2colConv : public torch::autograd::Function<Im2colConv> {
     torch::Tensor gy = grads[0].permute({0, 2, 3, 1}).contiguous().view({g.rows(), g.o});
     torch::Tensor gx, gw, gb;
     if (ctx->needs_input_grad(0)) {
-      torch::Tensor gp = torch::mm(gy, weight_matrix(g, w));
+      torch::Tensor gp = rows_times(gy, weight_matrix(g, w));
       torch::Tensor gxh = torch::zeros({g.n, g.h, g.w, g.c}, gy.options());  // pixels no window reads: 0
       move_rows(g, gxh.data_ptr<float>(), gp.data_ptr<float>(), false);
       gx = gxh.permute({0, 3, 1, 2});
     }
     if (ctx->needs_input_grad(1)) {
-      torch::Tensor gwm = torch::mm(gy.t(), p);  // [Cout, ty*tx*Cin]
+      torch::Tensor gwm = weight_grad(gy, p, {g.o, g.cols()});  // [Cout, ty*tx*Cin]
       if (g.all_taps()) {
         gw = gwm.view({g.o, g.kh, g.kw, g.c}).permute({0, 3, 1, 2});
       } else {  // taps that only ever see padding get zero gradient
