@@ -5,7 +5,10 @@
 // Prints per shape the median GFLOP/s of each side over the rounds: forward rows W^T + b (fc1 as
 // [rows, C] x [C, 4C], fc2 back), the input gradients g W and the weight gradients g^T x (gemm_at_b,
 // nothing to pack); rows = batch x the stage's pixels
-// at 40 x 40 input (convnext_atto: C = 40, 80, 160, 320 on 10x10, 5x5, 2x2, 1x1 maps).
+// at 40 x 40 input (convnext_atto: C = 40, 80, 160, 320 on 10x10, 5x5, 2x2, 1x1 maps). A third column,
+// "in cache", runs the packed kernel on one block of rows already in cache (96 rows, the blocked MLP's;
+// 256 for the weight gradients, their row block), the weight packed outside the timing: the kernel's
+// own ceiling, against which the first two show what memory traffic and packing cost.
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -51,7 +54,8 @@ int main(int argc, char** argv) {
   }
   std::printf("%s; batch %lld, %d threads, %d alternating rounds, median GFLOP/s\n",
               engine::blas_kernels_note().c_str(), static_cast<long long>(batch), at::get_num_threads(), rounds);
-  std::printf("%-22s %6s %5s %5s %9s %9s %7s\n", "product", "rows", "k", "n", "OpenBLAS", "packed", "ratio");
+  std::printf("%-22s %6s %5s %5s %9s %9s %7s %9s\n", "product", "rows", "k", "n", "OpenBLAS", "packed", "ratio",
+              "in cache");
   const int64_t channels[] = {40, 80, 160, 320}, pixels[] = {100, 25, 4, 1};
   double total_blas = 0, total_packed = 0;
   torch::manual_seed(0);
@@ -85,8 +89,23 @@ int main(int argc, char** argv) {
       torch::Tensor g = torch::randn({m, p.n});  // the weight gradients' other operand
       torch::Tensor bias = torch::randn({p.n}), out = torch::empty({m, p.n});
       const double flops = 2.0 * m * p.k * p.n;
-      std::vector<double> blas, packed;
+      std::vector<double> blas, packed, hot;
+      const int64_t hot_rows = std::min<int64_t>(m, p.kind == kWeightGrad ? 256 : 96);
+      const engine::PackedB hot_b = p.kind == kWeightGrad ? engine::PackedB()
+                                    : forward ? engine::PackedB::transposed(w.data_ptr<float>(), p.n, p.k, p.k)
+                                              : engine::PackedB::plain(w.data_ptr<float>(), p.k, p.n, p.n);
+      torch::Tensor hot_out = torch::empty({std::max(hot_rows, p.n), std::max(p.k, p.n)});
       for (int r = 0; r < rounds; ++r) {
+        hot.push_back(seconds_per_call(
+            [&] {
+              if (p.kind == kWeightGrad)
+                engine::gemm_at_b(hot_rows, g.data_ptr<float>(), p.n, p.n, as[0].data_ptr<float>(), p.k, p.k,
+                                  hot_out.data_ptr<float>(), p.k);
+              else
+                engine::gemm_packed_serial(hot_rows, as[0].data_ptr<float>(), p.k, hot_b,
+                                           forward ? bias.data_ptr<float>() : nullptr, hot_out.data_ptr<float>(), p.n);
+            },
+            2.0 * hot_rows * p.k * p.n));
         blas.push_back(seconds_per_call(
             [&] {
               out = forward ? torch::addmm(bias, fresh(), w.t())
@@ -111,9 +130,9 @@ int main(int argc, char** argv) {
       const double tb = median(blas), tp = median(packed);
       total_blas += tb;
       total_packed += tp;
-      std::printf("%-22s %6lld %5lld %5lld %9.1f %9.1f %6.2fx\n", p.name, static_cast<long long>(m),
+      std::printf("%-22s %6lld %5lld %5lld %9.1f %9.1f %6.2fx %9.1f\n", p.name, static_cast<long long>(m),
                   static_cast<long long>(p.k), static_cast<long long>(p.n), flops / tb / 1e9, flops / tp / 1e9,
-                  tb / tp);
+                  tb / tp, 2.0 * hot_rows * p.k * p.n / median(hot) / 1e9);
     }
   }
   std::printf("all products, one step's worth each: OpenBLAS %.3f ms, packed %.3f ms: %.2fx\n", total_blas * 1e3,
