@@ -262,11 +262,16 @@ void grad_batch(const float* x, const float* g, float* gw, float* gb, const Shap
 // x's memory as dense NHWC: free for a channels-last tensor.
 torch::Tensor nhwc(const torch::Tensor& x) { return x.permute({0, 2, 3, 1}).contiguous(); }
 
-// The weight [C, 1, k, k] as the kernels read it: its central kh x kw taps as [kh, kw, C], flipped in
-// both directions for the input gradient (the transposed convolution).
-torch::Tensor taps_of(const torch::Tensor& weight, const Shape& s, bool flip) {
+// The central kh x kw taps of a [C, 1, k, k] weight (or of its gradient): the ones the map reaches (a view).
+torch::Tensor central_taps(const torch::Tensor& w, const Shape& s) {
   const int64_t p = s.k / 2;
-  torch::Tensor t = weight.select(1, 0).slice(1, p - s.ph(), p + s.ph() + 1).slice(2, p - s.pw(), p + s.pw() + 1);
+  return w.slice(2, p - s.ph(), p + s.ph() + 1).slice(3, p - s.pw(), p + s.pw() + 1);
+}
+
+// The weight as the kernels read it: its central taps as [kh, kw, C], flipped in both directions for
+// the input gradient (the transposed convolution).
+torch::Tensor taps_of(const torch::Tensor& weight, const Shape& s, bool flip) {
+  torch::Tensor t = central_taps(weight, s).select(1, 0);
   if (flip) t = t.flip({1, 2});
   return t.permute({1, 2, 0}).contiguous();
 }
@@ -281,11 +286,16 @@ torch::Tensor convolve(const torch::Tensor& x_nhwc, const torch::Tensor& taps, c
   return y;
 }
 
+// The forward of depthwise_conv2d_same in the engine's kernels.
+torch::Tensor convolve_same(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  const Shape s = shape_of(x, weight);
+  return convolve(nhwc(x), taps_of(weight, s, false), bias, s);
+}
+
 struct DepthwiseSame : public torch::autograd::Function<DepthwiseSame> {
   static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, torch::Tensor weight, torch::Tensor bias) {
     ctx->save_for_backward({x, weight});
-    const Shape s = shape_of(x, weight);
-    return convolve(nhwc(x), taps_of(weight, s, false), bias, s);
+    return convolve_same(x, weight, bias);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
@@ -301,8 +311,7 @@ struct DepthwiseSame : public torch::autograd::Function<DepthwiseSame> {
       torch::Tensor per_channel = gtaps.permute({2, 0, 1});  // [C, kh, kw]
       if (s.cropped()) {  // the taps that only see padding get a zero gradient
         gw = torch::zeros({s.C, 1, s.k, s.k}, g.options());
-        const int64_t p = s.k / 2;
-        gw.select(1, 0).slice(1, p - s.ph(), p + s.ph() + 1).slice(2, p - s.pw(), p + s.pw() + 1).copy_(per_channel);
+        central_taps(gw, s).select(1, 0).copy_(per_channel);
       } else {
         gw = per_channel.unsqueeze(1).contiguous();
       }
@@ -333,14 +342,12 @@ torch::Tensor depthwise_conv2d_same(const torch::Tensor& x, const torch::Tensor&
                       (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()));
     // LibTorch 1.13's custom functions take no undefined tensor: a missing bias is a zero one.
     if (grad) return dwconv::DepthwiseSame::apply(x, weight, bias.defined() ? bias : torch::zeros({x.size(1)}, x.options()));
-    const dwconv::Shape s = dwconv::shape_of(x, weight);
-    return dwconv::convolve(dwconv::nhwc(x), dwconv::taps_of(weight, s, false), bias, s);
+    return dwconv::convolve_same(x, weight, bias);
   }
   // torch's convolution, on the central taps only where the map is smaller than the kernel (the same
   // output, without oneDNN's very slow path for, e.g., a 1x1 map with a 7x7 kernel).
-  const int64_t k = weight.size(2), p = k / 2, kh = std::min(k, 2 * x.size(2) - 1), kw = std::min(k, 2 * x.size(3) - 1);
-  const torch::Tensor w = weight.slice(2, p - kh / 2, p + kh / 2 + 1).slice(3, p - kw / 2, p + kw / 2 + 1);
-  return torch::conv2d(x, w, bias, 1, {kh / 2, kw / 2}, 1, x.size(1));
+  const dwconv::Shape s = dwconv::shape_of(x, weight);
+  return torch::conv2d(x, dwconv::central_taps(weight, s), bias, 1, {s.ph(), s.pw()}, 1, x.size(1));
 }
 
 }  // namespace engine
