@@ -45,14 +45,15 @@ ENGINE_INLINE void tail_forward_rows(const float* x, const float* y, const float
     for (; i < c; ++i) o[i] = yr[i] * gamma[i] * sr + xr[i];
   }
 }
-// Backward tail over rows [r0, r1): gy = (g * s) * gamma; gb2 += gy; ggamma += (g * s) * y.
+// Backward tail over rows [r0, r1): gy = (g * s) * gamma; gb2 += gy; ggamma += (g * s) * y. gy
+// points at row r0's output (a chunk's own buffer, or row r0 of the whole matrix).
 ENGINE_INLINE void tail_backward_rows(const float* g, const float* y, const float* gamma, const float* s,
                                       float* gy, float* gb2, float* ggamma, int64_t r0, int64_t r1,
                                       int64_t hw, int64_t c) {
   for (int64_t r = r0; r < r1; ++r) {
     const float sr = s[r / hw];
     const float *gr = g + r * c, *yr = y + r * c;
-    float* o = gy + r * c;
+    float* o = gy + (r - r0) * c;
     int64_t i = 0;
     for (; i + 8 <= c; i += 8) {
       const v8 gs = load(gr + i) * sr;
@@ -195,6 +196,58 @@ torch::Tensor forward_rows(const torch::Tensor& t_rows, const torch::Tensor& x_r
   return out;
 }
 
+// Which gradients the backward computes, and what it returns.
+struct MlpNeeds {
+  bool t, w1, b1, w2, b2, gamma;
+  bool h() const { return t || w1 || b1; }
+};
+struct MlpGrads {
+  torch::Tensor t_rows, w1, b1, w2, b2, gamma;
+};
+
+// The backward where the packed kernels run on one thread: chunk by chunk (kChunk rows) the tail,
+// fc2's weight gradient, gy W2 with the GELU pass, fc1's weight gradient and the input gradient,
+// the chunk's gy and gh in two scratch buffers that stay in cache (the whole-matrix products read
+// gy and gh back from memory: 4 MB of gh for a stage-0 batch of 64). Each weight gradient adds the
+// chunks' sums in turn, the 256-row blocks gemm_at_b adds: the same bits as the products over all
+// rows (tests/components/models/convnext_mlp_test.cpp).
+bool chunked_backward(const torch::Tensor& g_rows) { return blocked_rows(g_rows) && at::get_num_threads() == 1; }
+MlpGrads backward_in_chunks(const torch::Tensor& g_rows, const torch::Tensor& t_rows, const torch::Tensor& h,
+                            const torch::Tensor& a, const torch::Tensor& y, const torch::Tensor& w1,
+                            const torch::Tensor& w2, const torch::Tensor& gamma, const torch::Tensor& s, int64_t hw,
+                            const MlpNeeds& need) {
+  const int64_t rows = g_rows.size(0), c = g_rows.size(1), d = h.size(1), chunks = chunks_of(rows);
+  const int64_t ldt = t_rows.stride(0);
+  const auto opts = g_rows.options();
+  MlpGrads out;
+  torch::Tensor gy = torch::empty({kChunk, c}, opts), gh = torch::empty({kChunk, d}, opts);
+  torch::Tensor part = torch::zeros({2, chunks, c}, opts), part1 = torch::zeros({chunks, d}, opts);
+  if (need.w2) out.w2 = torch::zeros(w2.sizes(), opts);
+  if (need.w1) out.w1 = torch::zeros(w1.sizes(), opts);
+  if (need.t) out.t_rows = torch::empty({rows, c}, opts);
+  const torch::Tensor m1 = as_matrix(w1), m2 = as_matrix(w2);
+  const PackedB p2 = need.h() ? PackedB::plain(m2.data_ptr<float>(), c, d, m2.stride(0)) : PackedB();
+  const PackedB p1 = need.t ? PackedB::plain(m1.data_ptr<float>(), d, c, m1.stride(0)) : PackedB();
+  auto tail = tail_backward();
+  float *gyd = gy.data_ptr<float>(), *ghd = gh.data_ptr<float>(), *pd = part.data_ptr<float>();
+  const float *hd = h.data_ptr<float>(), *ad = a.data_ptr<float>(), *td = t_rows.data_ptr<float>();
+  for (int64_t k = 0; k < chunks; ++k) {
+    const int64_t r0 = k * kChunk, n = std::min(rows, r0 + kChunk) - r0;
+    tail(g_rows.data_ptr<float>(), y.data_ptr<float>(), gamma.data_ptr<float>(), s.data_ptr<float>(), gyd,
+         pd + k * c, pd + (chunks + k) * c, r0, r0 + n, hw, c);
+    if (need.w2) gemm_at_b_add_serial(n, gyd, c, c, ad + r0 * d, d, d, out.w2.data_ptr<float>(), d);
+    if (!need.h()) continue;
+    gemm_packed_serial(n, gyd, c, p2, nullptr, ghd, d);
+    gelu_grad_rows(hd + r0 * d, ghd, part1.data_ptr<float>() + k * d, n, d);
+    if (need.w1) gemm_at_b_add_serial(n, ghd, d, d, td + r0 * ldt, ldt, c, out.w1.data_ptr<float>(), c);
+    if (need.t) gemm_packed_serial(n, ghd, d, p1, nullptr, out.t_rows.data_ptr<float>() + r0 * c, c);
+  }
+  if (need.b2) out.b2 = sum_partials(part[0]);
+  if (need.gamma) out.gamma = sum_partials(part[1]);
+  if (need.b1) out.b1 = sum_partials(part1);
+  return out;
+}
+
 torch::Tensor to_nchw(const torch::Tensor& rows, const Shape& sh) {  // channels-last NCHW view
   return rows.view({sh.n, sh.h, sh.w, sh.c}).permute({0, 3, 1, 2});
 }
@@ -225,6 +278,14 @@ struct MlpResidual : public torch::autograd::Function<MlpResidual> {
     const int64_t rows = sh.rows(), c = sh.c, d = h.size(1), chunks = chunks_of(rows);
     torch::Tensor g = grads[0];
     torch::Tensor g_rows = g.permute({0, 2, 3, 1}).contiguous().view({rows, c});  // a view when channels-last
+    torch::Tensor gx = ctx->needs_input_grad(0) ? g : torch::Tensor();
+    if (chunked_backward(g_rows)) {
+      const MlpNeeds need{ctx->needs_input_grad(1), ctx->needs_input_grad(2), ctx->needs_input_grad(3),
+                          ctx->needs_input_grad(4), ctx->needs_input_grad(5), ctx->needs_input_grad(6)};
+      MlpGrads r = backward_in_chunks(g_rows, t_rows, h, a, y, w1, w2, gamma, s, sh.h * sh.w, need);
+      torch::Tensor gt = need.t ? to_nchw(r.t_rows, sh) : torch::Tensor();
+      return {gx, gt, r.w1, r.b1, r.w2, r.b2, r.gamma, torch::Tensor()};
+    }
 
     // The tail: gy, and the fc2 bias and gamma gradients (chunk partials).
     torch::Tensor gy = torch::empty({rows, c}, g.options());
@@ -233,7 +294,7 @@ struct MlpResidual : public torch::autograd::Function<MlpResidual> {
     float* pd = part.data_ptr<float>();
     for_chunks(rows, [&](int64_t k, int64_t r0, int64_t r1) {
       kernel(g_rows.data_ptr<float>(), y.data_ptr<float>(), gamma.data_ptr<float>(), s.data_ptr<float>(),
-             gy.data_ptr<float>(), pd + k * c, pd + (chunks + k) * c, r0, r1, sh.h * sh.w, c);
+             gy.data_ptr<float>() + r0 * c, pd + k * c, pd + (chunks + k) * c, r0, r1, sh.h * sh.w, c);
     });
     torch::Tensor gw1, gb1, gw2, gb2, ggamma, gt;
     if (ctx->needs_input_grad(5)) gb2 = sum_partials(part[0]);
@@ -258,7 +319,6 @@ struct MlpResidual : public torch::autograd::Function<MlpResidual> {
       if (ctx->needs_input_grad(2)) gw1 = weight_grad(gh, t_rows, w1.sizes());
       if (ctx->needs_input_grad(1)) gt = to_nchw(rows_times(gh, w1), sh);
     }
-    torch::Tensor gx = ctx->needs_input_grad(0) ? g : torch::Tensor();
     return {gx, gt, gw1, gb1, gw2, gb2, ggamma, torch::Tensor()};
   }
 };

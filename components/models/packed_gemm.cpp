@@ -297,6 +297,39 @@ void gemm_packed(int64_t m, const float* a, int64_t lda, const PackedB& b, const
 #endif
 }
 
+#ifdef ENGINE_PACKED_GEMM_X86
+namespace {
+// C's rows [n0, n1) += G^T X: every 256-row block of G and X in turn, each tile of C summing the
+// block's rows in order and then added to C.
+void at_b_band(int64_t m, const float* g, int64_t ldg, int64_t n0, int64_t n1, const float* x, int64_t ldx, int64_t k,
+               float* c, int64_t ldc) {
+  for (int64_t i0 = 0; i0 < m; i0 += kSumBlock) {
+    const int64_t rows = std::min(kSumBlock, m - i0);
+    for (int64_t k0 = 0; k0 < k; k0 += PackedB::kPanel) {
+      const int64_t width = std::min(PackedB::kPanel, k - k0), vectors = (width + 15) / 16;
+      const __mmask16 last = lane_mask(width - 16 * (vectors - 1));
+      const float *gb = g + i0 * ldg, *xb = x + i0 * ldx + k0;
+      float* cb = c + k0;
+      switch (vectors) {
+        case 1:
+          at_b_panel<1>(rows, gb, ldg, n0, n1, xb, ldx, cb, ldc, last);
+          break;
+        case 2:
+          at_b_panel<2>(rows, gb, ldg, n0, n1, xb, ldx, cb, ldc, last);
+          break;
+        case 3:
+          at_b_panel<3>(rows, gb, ldg, n0, n1, xb, ldx, cb, ldc, last);
+          break;
+        default:
+          at_b_panel<4>(rows, gb, ldg, n0, n1, xb, ldx, cb, ldc, last);
+          break;
+      }
+    }
+  }
+}
+}  // namespace
+#endif
+
 void gemm_at_b(int64_t m, const float* g, int64_t ldg, int64_t n, const float* x, int64_t ldx, int64_t k, float* c,
                int64_t ldc) {
 #ifdef ENGINE_PACKED_GEMM_X86
@@ -304,31 +337,17 @@ void gemm_at_b(int64_t m, const float* g, int64_t ldg, int64_t n, const float* x
   // Threads take 12-row bands of C; each band sums every block of rows in order.
   const int64_t bands = (n + 11) / 12;
   at::parallel_for(0, bands, 1, [&](int64_t first, int64_t end) {
-    const int64_t n0 = first * 12, n1 = std::min(n, end * 12);
-    for (int64_t i0 = 0; i0 < m; i0 += kSumBlock) {
-      const int64_t rows = std::min(kSumBlock, m - i0);
-      for (int64_t k0 = 0; k0 < k; k0 += PackedB::kPanel) {
-        const int64_t width = std::min(PackedB::kPanel, k - k0), vectors = (width + 15) / 16;
-        const __mmask16 last = lane_mask(width - 16 * (vectors - 1));
-        const float *gb = g + i0 * ldg, *xb = x + i0 * ldx + k0;
-        float* cb = c + k0;
-        switch (vectors) {
-          case 1:
-            at_b_panel<1>(rows, gb, ldg, n0, n1, xb, ldx, cb, ldc, last);
-            break;
-          case 2:
-            at_b_panel<2>(rows, gb, ldg, n0, n1, xb, ldx, cb, ldc, last);
-            break;
-          case 3:
-            at_b_panel<3>(rows, gb, ldg, n0, n1, xb, ldx, cb, ldc, last);
-            break;
-          default:
-            at_b_panel<4>(rows, gb, ldg, n0, n1, xb, ldx, cb, ldc, last);
-            break;
-        }
-      }
-    }
+    at_b_band(m, g, ldg, first * 12, std::min(n, end * 12), x, ldx, k, c, ldc);
   });
+#else
+  (void)m, (void)g, (void)ldg, (void)n, (void)x, (void)ldx, (void)k, (void)c, (void)ldc;
+#endif
+}
+
+void gemm_at_b_add_serial(int64_t m, const float* g, int64_t ldg, int64_t n, const float* x, int64_t ldx, int64_t k,
+                          float* c, int64_t ldc) {
+#ifdef ENGINE_PACKED_GEMM_X86
+  at_b_band(m, g, ldg, 0, n, x, ldx, k, c, ldc);
 #else
   (void)m, (void)g, (void)ldg, (void)n, (void)x, (void)ldx, (void)k, (void)c, (void)ldc;
 #endif

@@ -68,4 +68,11 @@ void gemm_packed_serial(int64_t m, const float* a, int64_t lda, const PackedB& b
 void gemm_at_b(int64_t m, const float* g, int64_t ldg, int64_t n, const float* x, int64_t ldx, int64_t k, float* c,
                int64_t ldc);
 
+/// C += G^T X on the calling thread, the rows in the same 256-row blocks as gemm_at_b: called with
+/// C zeroed and then once per consecutive 256-row slice of G and X (in order), C ends with
+/// gemm_at_b's bits. For callers that walk the rows in chunks themselves (convnext_mlp.cpp's
+/// backward, each chunk's operands still in cache).
+void gemm_at_b_add_serial(int64_t m, const float* g, int64_t ldg, int64_t n, const float* x, int64_t ldx, int64_t k,
+                          float* c, int64_t ldc);
+
 }  // namespace engine

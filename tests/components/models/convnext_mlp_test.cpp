@@ -188,7 +188,11 @@ TEST_CASE("fused ConvNeXt MLP tail: the same bits with 1 and 2 threads (fixed pa
 
 TEST_CASE("fused ConvNeXt MLP tail: row blocks give the bits of the whole-matrix products") {
   // 6 x 12 x 12 = 864 rows: 9 blocks of 96 rows forward, 4 chunks of 256 backward (the last ones
-  // short); C = 10 and 40 off the 16-lane widths. ENGINE_BLOCKED_MLP is read on each call.
+  // short); C = 10 and 40 off the 16-lane widths. ENGINE_BLOCKED_MLP is read on each call. On one
+  // thread the whole backward runs chunk by chunk (tail, products and weight gradients); the test of
+  // 1 vs 2 threads above compares it with the products over all rows as well.
+  const int before = torch::get_num_threads();
+  torch::set_num_threads(1);
   for (int64_t c : {10, 40}) {
     CAPTURE(c);
     const Tail p = make_tail(6, c, 12, false);
@@ -205,4 +209,40 @@ TEST_CASE("fused ConvNeXt MLP tail: row blocks give the bits of the whole-matrix
       CHECK(torch::equal(blocked[i], whole[i]));
     }
   }
+  torch::set_num_threads(before);
+}
+
+TEST_CASE("fused ConvNeXt MLP tail: frozen inputs get no gradient, the others the whole-matrix bits") {
+  // The chunked backward (one thread) computes only what autograd asks for: a frozen MLP (fine-tuning
+  // a head) still passes the input gradient through; a frozen input (the first block after a frozen
+  // stem) still trains the weights.
+  const int before = torch::get_num_threads();
+  torch::set_num_threads(1);
+  for (int frozen : {0, 1}) {
+    CAPTURE(frozen);
+    Tail p = make_tail(6, 40, 12, false);
+    std::vector<torch::Tensor> off = frozen == 0 ? std::vector<torch::Tensor>{p.w1, p.b1, p.w2, p.b2, p.gamma}
+                                                 : std::vector<torch::Tensor>{p.t};
+    for (auto& v : off) v.requires_grad_(false);
+    const torch::Tensor probe = torch::randn({6, 40, 12, 12});
+    auto grads = [&] {
+      for (const auto& v : p.all()) v.mutable_grad() = torch::Tensor();
+      torch::manual_seed(5);
+      (engine::convnext_mlp_residual(p.x, p.t, p.w1, p.b1, p.w2, p.b2, p.gamma, 0.2, true) * probe).sum().backward();
+      std::vector<torch::Tensor> r;
+      for (const auto& v : p.all()) r.push_back(v.grad().defined() ? v.grad().clone() : torch::Tensor());
+      return r;
+    };
+    const auto chunked = grads();
+    setenv("ENGINE_BLOCKED_MLP", "0", 1);
+    const auto whole = grads();
+    unsetenv("ENGINE_BLOCKED_MLP");
+    for (size_t i = 0; i < chunked.size(); ++i) {
+      INFO(i);
+      const bool trains = p.all()[i].requires_grad();
+      CHECK(chunked[i].defined() == trains);
+      if (trains) CHECK(torch::equal(chunked[i], whole[i]));
+    }
+  }
+  torch::set_num_threads(before);
 }
