@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "components/models/gelu_tables.h"
 #include "components/models/simd.h"
 
 // Why this exists (convnext_atto, batch 64, 56x56 input, 1 thread, CPU time, Debian LibTorch 1.13
@@ -123,24 +124,65 @@ ENGINE_INLINE void map_span(const T* x, const T* dy, T* out, int64_t n, Op op) {
     std::memcpy(out + i, ob, (n - i) * sizeof(T));
   }
 }
+// On AVX-512 (W = 16) the GELU takes no exp and no division: for u = |x| < 6, Q(u) = Phi(-u) and
+// R(u) = u phi(u) - Q(u) are degree-5 polynomials on 32 intervals of u (gelu_tables.h, from
+// tools/gelu_tables.py; largest error 4.2e-8, under the 7.5e-8 of the A-S erfc above), 0 from 6 on
+// (Q(6) = 1e-9). The 32 values of a coefficient fill two registers and a two-source shuffle
+// (vpermt2ps) picks each lane's interval. gelu(x) = x (1 - Q), gelu'(x) = 1 + R for x >= 0; x Q and
+// -R for x < 0. 2.1x the throughput of the exp + erfc formula on a Zen 4 (1 thread, in cache: 0.25
+// vs 0.54 ns per element). Generic vector code (no intrinsics): it compiles inside the callers'
+// target("avx512f") functions.
+using F16 = Vec<16>::f;
+using I16 = Vec<16>::i;
+ENGINE_INLINE F16 table_at(const float (&c)[6][32], F16 x) {
+  const F16 u = x < 0.f ? -x : x;
+  F16 s = u * (32.f / 6.f);
+  s = s < 31.999998f ? s : F16{} + 31.999998f;  // also for NaN
+  const I16 i = __builtin_convertvector(s, I16);
+  const F16 f = s - __builtin_convertvector(i, F16);
+  auto coef = [&](int d) __attribute__((always_inline)) {
+    return __builtin_shuffle(load_lanes<16>(c[d]), load_lanes<16>(c[d] + 16), i);
+  };
+  F16 p = coef(5);
+#pragma GCC unroll 5
+  for (int d = 4; d >= 0; --d) p = p * f + coef(d);
+  return u < 6.f ? p : F16{};
+}
+
+// gelu(v) and gelu'(v) on W lanes.
+template <int W>
+ENGINE_INLINE typename Vec<W>::f gelu_of(typename Vec<W>::f v) {
+  if constexpr (W == 16) {
+    const F16 q = table_at(kGeluQ, v);
+    return v * (v < 0.f ? q : 1.f - q);
+  } else {
+    typename Vec<W>::f cdf, pdf;
+    normal_cdf_pdf<W>(v, cdf, pdf);
+    return v * cdf;
+  }
+}
+template <int W>
+ENGINE_INLINE typename Vec<W>::f gelu_slope(typename Vec<W>::f v) {
+  if constexpr (W == 16) {
+    const F16 r = table_at(kGeluR, v);
+    return (v < 0.f ? -r : 1.f + r) + v * 0.f;  // + v * 0: NaN for a NaN or infinite v, as torch
+  } else {
+    typename Vec<W>::f cdf, pdf;
+    normal_cdf_pdf<W>(v, cdf, pdf);
+    return cdf + v * pdf;
+  }
+}
+
 template <int W, class T>
 ENGINE_INLINE void gelu_span(const T* x, const T*, T* y, int64_t n) {
-  map_span<W>(
-      x, static_cast<const T*>(nullptr), y, n,
-      [](typename Vec<W>::f v, typename Vec<W>::f) __attribute__((always_inline)) {
-        typename Vec<W>::f cdf, pdf;
-        normal_cdf_pdf<W>(v, cdf, pdf);
-        return v * cdf;
-      });
+  map_span<W>(x, static_cast<const T*>(nullptr), y, n,
+              [](typename Vec<W>::f v, typename Vec<W>::f) __attribute__((always_inline)) { return gelu_of<W>(v); });
 }
 template <int W, class T>
 ENGINE_INLINE void gelu_grad_span(const T* x, const T* dy, T* out, int64_t n) {
-  map_span<W>(
-      x, dy, out, n, [](typename Vec<W>::f v, typename Vec<W>::f d) __attribute__((always_inline)) {
-        typename Vec<W>::f cdf, pdf;
-        normal_cdf_pdf<W>(v, cdf, pdf);
-        return d * (cdf + v * pdf);
-      });
+  map_span<W>(x, dy, out, n, [](typename Vec<W>::f v, typename Vec<W>::f d) __attribute__((always_inline)) {
+    return d * gelu_slope<W>(v);
+  });
 }
 
 template <class T>
