@@ -8,10 +8,13 @@
 // lists the 150 largest self times. perf names the engine's own kernels but not LibTorch's (its
 // TensorIterator kernels are internal symbols, and its frames carry no frame pointers): this found the
 // fills, pads and adds behind the ~15% of a training step that perf put in "libtorch_cpu.so".
-// Profile one process (--set accelerator.processes=1): every process of a job writes the same file.
+// Under DDP put %p in OP_PROFILE (one file per process, named by its pid; a process that ran no op,
+// such as `engine run`'s launcher, writes none).
 // The timing adds ~1 us per op (a run of many small ops looks slower than it is); input shapes are
 // not recorded (boxing every op's inputs made runs ~50x slower).
 #include <ATen/record_function.h>
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -80,8 +83,12 @@ struct Profile {
     std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.self_ms > b.second.self_ms; });
     double all = 0;
     for (const auto& r : rows) all += r.second.self_ms;
-    const char* path = std::getenv("OP_PROFILE");
-    FILE* out = std::fopen(path && *path ? path : "op_profile.txt", "w");
+    if (rows.empty()) return;  // a process that ran no op (`engine run`'s launcher under DDP) keeps quiet
+    const char* env = std::getenv("OP_PROFILE");
+    std::string path = env && *env ? env : "op_profile.txt";
+    if (const auto at = path.find("%p"); at != std::string::npos)  // one file per process (DDP ranks)
+      path.replace(at, 2, std::to_string(getpid()));
+    FILE* out = std::fopen(path.c_str(), "w");
     if (!out) return;
     std::fprintf(out, "self time of all recorded ops: %.1f ms\n%10s %10s %9s  caller > op\n", all, "self ms", "total ms",
                  "calls");

@@ -13,6 +13,7 @@
 #include "components/models/row_gemm.h"
 #include "components/models/simd.h"
 #include "engine/core/env.h"
+#include "components/models/gradient_memory.h"
 
 // Vector code as in layer_norm_kernel.cpp: 8-float GCC vectors, an AVX2+FMA build of each pass
 // chosen at run time, the generic build otherwise.
@@ -196,6 +197,12 @@ torch::Tensor forward_rows(const torch::Tensor& t_rows, const torch::Tensor& x_r
   return out;
 }
 
+// A zeroed gradient for weight w: in the step's gradient memory where it is open, else new.
+torch::Tensor zeroed_gradient(const torch::Tensor& w) {
+  torch::Tensor g = claim_gradient_memory(w);
+  return g.defined() && g.is_contiguous() ? g.zero_() : torch::zeros(w.sizes(), w.options());
+}
+
 // Which gradients the backward computes, and what it returns.
 struct MlpNeeds {
   bool t, w1, b1, w2, b2, gamma;
@@ -222,8 +229,8 @@ MlpGrads backward_in_chunks(const torch::Tensor& g_rows, const torch::Tensor& t_
   MlpGrads out;
   torch::Tensor gy = torch::empty({kChunk, c}, opts), gh = torch::empty({kChunk, d}, opts);
   torch::Tensor part = torch::zeros({2, chunks, c}, opts), part1 = torch::zeros({chunks, d}, opts);
-  if (need.w2) out.w2 = torch::zeros(w2.sizes(), opts);
-  if (need.w1) out.w1 = torch::zeros(w1.sizes(), opts);
+  if (need.w2) out.w2 = zeroed_gradient(w2);
+  if (need.w1) out.w1 = zeroed_gradient(w1);
   if (need.t) out.t_rows = torch::empty({rows, c}, opts);
   const torch::Tensor m1 = as_matrix(w1), m2 = as_matrix(w2);
   const PackedB p2 = need.h() ? PackedB::plain(m2.data_ptr<float>(), c, d, m2.stride(0)) : PackedB();
@@ -299,7 +306,7 @@ struct MlpResidual : public torch::autograd::Function<MlpResidual> {
     torch::Tensor gw1, gb1, gw2, gb2, ggamma, gt;
     if (ctx->needs_input_grad(5)) gb2 = sum_partials(part[0]);
     if (ctx->needs_input_grad(6)) ggamma = sum_partials(part[1]);
-    if (ctx->needs_input_grad(4)) gw2 = weight_grad(gy, a, w2.sizes());
+    if (ctx->needs_input_grad(4)) gw2 = weight_grad(gy, a, w2.sizes(), claim_gradient_memory(w2));
     const bool need_h = ctx->needs_input_grad(1) || ctx->needs_input_grad(2) || ctx->needs_input_grad(3);
     if (need_h) {
       // ga = gy W2, then in place gh = ga * gelu'(h) with the fc1 bias gradient's partials; where the
@@ -316,7 +323,7 @@ struct MlpResidual : public torch::autograd::Function<MlpResidual> {
         gelu_grad_rows(hd + r0 * d, ghd + r0 * d, p1 + k * d, r1 - r0, d);
       });
       if (ctx->needs_input_grad(3)) gb1 = sum_partials(part1);
-      if (ctx->needs_input_grad(2)) gw1 = weight_grad(gh, t_rows, w1.sizes());
+      if (ctx->needs_input_grad(2)) gw1 = weight_grad(gh, t_rows, w1.sizes(), claim_gradient_memory(w1));
       if (ctx->needs_input_grad(1)) gt = to_nchw(rows_times(gh, w1), sh);
     }
     return {gx, gt, gw1, gb1, gw2, gb2, ggamma, torch::Tensor()};

@@ -22,9 +22,16 @@ torch::Tensor linear_rows(const torch::Tensor& rows, const torch::Tensor& w, con
   return out;
 }
 
-torch::Tensor weight_grad(const torch::Tensor& g, const torch::Tensor& x, c10::IntArrayRef shape) {
-  if (!packed_gemm_available() || g.stride(1) != 1 || x.stride(1) != 1) return torch::mm(g.t(), x).view(shape);
-  torch::Tensor out = torch::empty(shape, g.options());
+torch::Tensor weight_grad(const torch::Tensor& g, const torch::Tensor& x, c10::IntArrayRef shape,
+                          const torch::Tensor& into) {
+  const bool own = into.defined() && into.sizes() == shape && into.is_contiguous();
+  if (!packed_gemm_available() || g.stride(1) != 1 || x.stride(1) != 1) {
+    if (!own) return torch::mm(g.t(), x).view(shape);
+    torch::Tensor m = into.view({g.size(1), x.size(1)});
+    torch::mm_out(m, g.t(), x);
+    return into;
+  }
+  torch::Tensor out = own ? into : torch::empty(shape, g.options());
   gemm_at_b(g.size(0), g.data_ptr<float>(), g.stride(0), g.size(1), x.data_ptr<float>(), x.stride(0), x.size(1),
             out.data_ptr<float>(), x.size(1));
   return out;

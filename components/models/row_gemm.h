@@ -21,7 +21,9 @@ torch::Tensor linear_rows(const torch::Tensor& rows, const torch::Tensor& w, con
 torch::Tensor rows_times(const torch::Tensor& rows, const torch::Tensor& w);
 
 /// g^T x for rows g [m, n] and x [m, k], as a tensor of `shape` (n * k elements, e.g. the weight's):
-/// the weight gradient of linear_rows.
-torch::Tensor weight_grad(const torch::Tensor& g, const torch::Tensor& x, c10::IntArrayRef shape);
+/// the weight gradient of linear_rows. Written into `into` when it is a contiguous tensor of `shape`
+/// (claim_gradient_memory, components/models/gradient_memory.h), else into a new tensor.
+torch::Tensor weight_grad(const torch::Tensor& g, const torch::Tensor& x, c10::IntArrayRef shape,
+                          const torch::Tensor& into = {});
 
 }  // namespace engine

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "components/models/gradient_memory.h"
+
 namespace engine {
 
 std::optional<torch::Tensor> single_span(const std::vector<torch::Tensor>& tensors) {
@@ -54,17 +56,21 @@ void StepGradients::begin(const std::vector<torch::Tensor>& params) {
   }
   kept_ = std::move(grads);
   for (const auto& p : params) p.mutable_grad() = torch::Tensor();
+  open_gradient_memory(params, kept_);
 }
 
 void StepGradients::end(const std::vector<torch::Tensor>& params) {
   if (kept_.empty()) return;
+  close_gradient_memory();
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < params.size(); ++i) {
     const torch::Tensor& fresh = params[i].grad();
-    if (fresh.defined())
-      kept_[i].copy_(fresh);
-    else
+    const bool in_place = fresh.defined() && fresh.data_ptr() == kept_[i].data_ptr() &&
+                          fresh.strides() == kept_[i].strides();  // written there (claim_gradient_memory)
+    if (!fresh.defined())
       kept_[i].zero_();
+    else if (!in_place)
+      kept_[i].copy_(fresh);
     params[i].mutable_grad() = kept_[i];
   }
   kept_.clear();

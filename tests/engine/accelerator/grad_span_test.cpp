@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 #include <torch/torch.h>
 
+#include "components/models/convnext_mlp.h"
 #include "components/optimizers/adamw.h"
 #include "components/optimizers/optimizer.h"
 #include "engine/accelerator/accelerator.h"
@@ -137,4 +138,62 @@ TEST_CASE("StepGradients: a step's gradients land in adamw's flat buffer without
     opt_b->step();
     for (size_t i = 0; i < pa.size(); ++i) CHECK(torch::equal(pa[i], pb[i]));
   }
+}
+
+TEST_CASE("StepGradients: the ConvNeXt MLP writes its weight gradients straight into adamw's flat buffer") {
+  // A block's fc1/fc2 weight gradients land in the flat buffer itself (claim_gradient_memory), not in
+  // new memory that StepGradients::end() copies; the bits are those of zero + add, on the chunked
+  // backward (1 thread) and on the products over all rows (2 threads).
+  const auto digits = test::mnist_batch(32, 28);
+  torch::manual_seed(3);
+  const int64_t c = 40;
+  const torch::Tensor proj = torch::randn({c, 1, 2, 2}) * 0.5;
+  auto features = [&](int64_t shift) {  // [32, 40, 14, 14] channels-last, from the digits
+    return torch::conv2d(digits.images, proj, {}, 2).roll(shift, 1).contiguous(torch::MemoryFormat::ChannelsLast);
+  };
+  const torch::Tensor x = features(0), t = features(7);
+  struct Block {
+    torch::Tensor w1, b1, w2, b2, gamma;
+    std::vector<torch::Tensor> params() const { return {w1, b1, w2, b2, gamma}; }
+  };
+  auto make = [&] {
+    torch::manual_seed(4);
+    return Block{(torch::randn({4 * c, c}) * 0.2).requires_grad_(), (torch::randn({4 * c}) * 0.1).requires_grad_(),
+                 (torch::randn({c, 4 * c}) * 0.2).requires_grad_(), (torch::randn({c}) * 0.1).requires_grad_(),
+                 (torch::rand({c}) + 0.5).requires_grad_()};
+  };
+  const torch::Tensor probe = torch::randn({32, c, 14, 14});
+  const int before = torch::get_num_threads();
+  for (int threads : {1, 2}) {
+    CAPTURE(threads);
+    torch::set_num_threads(threads);
+    Block a = make(), b = make();
+    auto opt_a = make_adamw(AdamWOptions{}, {ParamGroup{"all", a.params()}});
+    auto opt_b = make_adamw(AdamWOptions{}, {ParamGroup{"all", b.params()}});
+    auto loss = [&](const Block& m) {
+      return (convnext_mlp_residual(x, t, m.w1, m.b1, m.w2, m.b2, m.gamma, 0.1, true) * probe).sum();
+    };
+    StepGradients grads;
+    for (int step = 0; step < 3; ++step) {
+      CAPTURE(step);
+      torch::manual_seed(10 + step);  // the same drop-path draws on both sides
+      zero_grads(a.params());
+      loss(a).backward();
+      std::vector<const void*> flat;  // each parameter's place in the flat buffer (from step 1 on)
+      for (const auto& p : b.params()) flat.push_back(p.grad().defined() ? p.grad().data_ptr() : nullptr);
+      grads.begin(b.params());
+      torch::manual_seed(10 + step);
+      loss(b).backward();
+      if (step >= 1) {
+        CHECK(b.w1.grad().data_ptr() == flat[0]);  // written in place, before end() copies anything
+        CHECK(b.w2.grad().data_ptr() == flat[2]);
+      }
+      grads.end(b.params());
+      for (size_t i = 0; i < 5; ++i) CHECK(torch::equal(a.params()[i].grad(), b.params()[i].grad()));
+      opt_a->step();
+      opt_b->step();
+      for (size_t i = 0; i < 5; ++i) CHECK(torch::equal(a.params()[i], b.params()[i]));
+    }
+  }
+  torch::set_num_threads(before);
 }
