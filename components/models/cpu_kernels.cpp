@@ -134,14 +134,10 @@ ENGINE_INLINE void map_span(const T* x, const T* dy, T* out, int64_t n, Op op) {
 // target("avx512f") functions.
 // GCC's __builtin_shuffle takes lane indices at run time; Clang's vector builtins do not (a Clang build
 // keeps the formula).
-#if defined(__GNUC__) && !defined(__clang__)
-constexpr bool kGeluTables = true;
-#else
-constexpr bool kGeluTables = false;
-#endif
 using F16 = Vec<16>::f;
 using I16 = Vec<16>::i;
 #if defined(__GNUC__) && !defined(__clang__)
+constexpr bool kGeluTables = true;
 ENGINE_INLINE F16 table_at(const float (&c)[6][32], F16 x) {
   const F16 u = x < 0.f ? -x : x;
   F16 s = u * (32.f / 6.f);
@@ -157,6 +153,7 @@ ENGINE_INLINE F16 table_at(const float (&c)[6][32], F16 x) {
   return u < 6.f ? p : F16{};
 }
 #else
+constexpr bool kGeluTables = false;
 F16 table_at(const float (&)[6][32], F16 x);  // never called: kGeluTables is false
 #endif
 

@@ -8,12 +8,8 @@
 namespace engine {
 namespace {
 
-struct Open {
-  torch::Tensor memory;
-  std::vector<int64_t> sizes;
-};
 std::mutex mutex;
-std::unordered_map<const void*, Open> open;  // by the parameter's data pointer
+std::unordered_map<const void*, torch::Tensor> open;  // by the parameter's data pointer; its sizes
 
 }  // namespace
 
@@ -22,7 +18,7 @@ void open_gradient_memory(const std::vector<torch::Tensor>& params, const std::v
   open.clear();
   for (size_t i = 0; i < params.size() && i < memory.size(); ++i)
     if (params[i].defined() && memory[i].defined() && params[i].sizes() == memory[i].sizes())
-      open[params[i].data_ptr()] = Open{memory[i], params[i].sizes().vec()};
+      open[params[i].data_ptr()] = memory[i];
 }
 
 void close_gradient_memory() {
@@ -35,8 +31,8 @@ torch::Tensor claim_gradient_memory(const torch::Tensor& param) {
   std::lock_guard<std::mutex> lock(mutex);
   if (open.empty()) return {};
   const auto it = open.find(param.data_ptr());
-  if (it == open.end() || param.sizes() != c10::IntArrayRef(it->second.sizes)) return {};
-  torch::Tensor out = it->second.memory.alias();  // a new tensor: autograd may keep it as the gradient
+  if (it == open.end() || param.sizes() != it->second.sizes()) return {};
+  torch::Tensor out = it->second.alias();  // a new tensor: autograd may keep it as the gradient
   open.erase(it);
   return out;
 }

@@ -26,10 +26,13 @@ void zero_grads(const std::vector<torch::Tensor>& params);
 class StepGradients {
  public:
   /// Start of an optimizer step. When the gradients of `params` form one span (FlatAdamW's arena),
-  /// keeps them and unsets each parameter's gradient; otherwise zeroes them (zero_grads).
+  /// keeps them, unsets each parameter's gradient and opens each one's memory to kernels that write
+  /// their weight gradient in place (components/models/gradient_memory.h); otherwise zeroes them
+  /// (zero_grads).
   void begin(const std::vector<torch::Tensor>& params);
-  /// After the step's first backward: each kept gradient takes the new one's values (zeros where a
-  /// parameter got none, as after zero_grads) and is the parameter's gradient again, so that later
+  /// After the step's first backward: closes the gradient memory; each kept gradient takes the new
+  /// one's values (a copy unless a kernel wrote it in place; zeros where a parameter got none, as after
+  /// zero_grads) and is the parameter's gradient again, so that later
   /// micro-batches add into the span and the all-reduce and the optimizer find it as before.
   /// Nothing to do after a begin() that zeroed.
   void end(const std::vector<torch::Tensor>& params);
