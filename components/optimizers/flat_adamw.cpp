@@ -8,6 +8,7 @@
 #include <immintrin.h>
 #endif
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <memory>
@@ -49,6 +50,12 @@ struct AdamWCoeffs {
   float decay, beta1, one_minus_beta1, beta2, one_minus_beta2, inv_sqrt_bc2, eps, neg_step_size;
 };
 
+// Every rank's gradients, parameters and moments (index: rank), for the split DDP step.
+struct PeerView {
+  const std::vector<float*>&g, &p, &m, &v;
+  int rank;
+};
+
 inline void adamw_scalar(float* p, const float* g, float* m, float* v, int64_t n, const AdamWCoeffs& c) {
   for (int64_t i = 0; i < n; ++i) {
     const float pi = p[i] * c.decay;
@@ -61,24 +68,87 @@ inline void adamw_scalar(float* p, const float* g, float* m, float* v, int64_t n
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
+struct AdamWVec {
+  __m256 decay, b1, a1, b2, a2, ib, eps, ss;
+};
+
+__attribute__((target("avx2,fma"), always_inline)) inline AdamWVec broadcast(const AdamWCoeffs& c) {
+  return {_mm256_set1_ps(c.decay), _mm256_set1_ps(c.beta1),        _mm256_set1_ps(c.one_minus_beta1),
+          _mm256_set1_ps(c.beta2), _mm256_set1_ps(c.one_minus_beta2), _mm256_set1_ps(c.inv_sqrt_bc2),
+          _mm256_set1_ps(c.eps),   _mm256_set1_ps(c.neg_step_size)};
+}
+
+// The update of 8 elements in registers: p, m, v in, their new values out.
+__attribute__((target("avx2,fma"), always_inline)) inline void adamw8(const AdamWVec& k, __m256 g, __m256& p, __m256& m,
+                                                                    __m256& v) {
+  const __m256 pi = _mm256_mul_ps(p, k.decay);
+  m = _mm256_fmadd_ps(k.a1, g, _mm256_mul_ps(m, k.b1));
+  v = _mm256_fmadd_ps(_mm256_mul_ps(k.a2, g), g, _mm256_mul_ps(v, k.b2));
+  const __m256 denom = _mm256_fmadd_ps(_mm256_sqrt_ps(v), k.ib, k.eps);
+  p = _mm256_fmadd_ps(k.ss, _mm256_div_ps(m, denom), pi);
+}
+
+// The last n < 8 elements of an array, padded to a vector: the same instructions as every other
+// element (so a result never depends on where a range was cut), without reading past the end.
+struct Tail8 {
+  alignas(32) float lanes[8] = {};
+  Tail8(const float* src, int64_t n) { std::copy(src, src + n, lanes); }
+  void store(float* dst, int64_t n) const { std::copy(lanes, lanes + n, dst); }
+};
+
 __attribute__((target("avx2,fma"))) void adamw_avx2(float* p, const float* g, float* m, float* v, int64_t n,
                                                     const AdamWCoeffs& c) {
-  const __m256 decay = _mm256_set1_ps(c.decay), b1 = _mm256_set1_ps(c.beta1),
-               a1 = _mm256_set1_ps(c.one_minus_beta1), b2 = _mm256_set1_ps(c.beta2),
-               a2 = _mm256_set1_ps(c.one_minus_beta2), ib = _mm256_set1_ps(c.inv_sqrt_bc2),
-               eps = _mm256_set1_ps(c.eps), ss = _mm256_set1_ps(c.neg_step_size);
+  const AdamWVec k = broadcast(c);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256 gi = _mm256_loadu_ps(g + i);
-    const __m256 pi = _mm256_mul_ps(_mm256_loadu_ps(p + i), decay);
-    const __m256 mi = _mm256_fmadd_ps(a1, gi, _mm256_mul_ps(_mm256_loadu_ps(m + i), b1));
-    const __m256 vi = _mm256_fmadd_ps(_mm256_mul_ps(a2, gi), gi, _mm256_mul_ps(_mm256_loadu_ps(v + i), b2));
-    const __m256 denom = _mm256_fmadd_ps(_mm256_sqrt_ps(vi), ib, eps);
+    __m256 pi = _mm256_loadu_ps(p + i), mi = _mm256_loadu_ps(m + i), vi = _mm256_loadu_ps(v + i);
+    adamw8(k, _mm256_loadu_ps(g + i), pi, mi, vi);
     _mm256_storeu_ps(m + i, mi);
     _mm256_storeu_ps(v + i, vi);
-    _mm256_storeu_ps(p + i, _mm256_fmadd_ps(ss, _mm256_div_ps(mi, denom), pi));
+    _mm256_storeu_ps(p + i, pi);
   }
-  adamw_scalar(p + i, g + i, m + i, v + i, n - i, c);
+  if (i == n) return;
+  Tail8 tp(p + i, n - i), tg(g + i, n - i), tm(m + i, n - i), tv(v + i, n - i);
+  __m256 pi = _mm256_load_ps(tp.lanes), mi = _mm256_load_ps(tm.lanes), vi = _mm256_load_ps(tv.lanes);
+  adamw8(k, _mm256_load_ps(tg.lanes), pi, mi, vi);
+  _mm256_store_ps(tp.lanes, pi);
+  _mm256_store_ps(tm.lanes, mi);
+  _mm256_store_ps(tv.lanes, vi);
+  tp.store(p + i, n - i);
+  tm.store(m + i, n - i);
+  tv.store(v + i, n - i);
+}
+
+// The split DDP step of 2 ranks (ShardableStep): gradient = (g0 + g1) * scale, as the shared-memory
+// all-reduce computes it; p, m, v read from this rank's buffers; p written to both ranks', m and v
+// to this rank's.
+__attribute__((target("avx2,fma"))) void adamw_avx2_two_ranks(const PeerView& x, int64_t b, int64_t e,
+                                                              const AdamWCoeffs& c) {
+  const AdamWVec k = broadcast(c);
+  const __m256 scale = _mm256_set1_ps(0.5f);
+  float *p = x.p[x.rank], *m = x.m[x.rank], *v = x.v[x.rank], *other = x.p[1 - x.rank];
+  const float *g0 = x.g[0], *g1 = x.g[1];
+  int64_t i = b;
+  for (; i + 8 <= e; i += 8) {
+    __m256 pi = _mm256_loadu_ps(p + i), mi = _mm256_loadu_ps(m + i), vi = _mm256_loadu_ps(v + i);
+    adamw8(k, _mm256_mul_ps(_mm256_add_ps(_mm256_loadu_ps(g0 + i), _mm256_loadu_ps(g1 + i)), scale), pi, mi, vi);
+    _mm256_storeu_ps(p + i, pi);
+    _mm256_storeu_ps(other + i, pi);
+    _mm256_storeu_ps(m + i, mi);
+    _mm256_storeu_ps(v + i, vi);
+  }
+  if (i == e) return;
+  const int64_t n = e - i;
+  Tail8 tp(p + i, n), tm(m + i, n), tv(v + i, n), t0(g0 + i, n), t1(g1 + i, n);
+  __m256 pi = _mm256_load_ps(tp.lanes), mi = _mm256_load_ps(tm.lanes), vi = _mm256_load_ps(tv.lanes);
+  adamw8(k, _mm256_mul_ps(_mm256_add_ps(_mm256_load_ps(t0.lanes), _mm256_load_ps(t1.lanes)), scale), pi, mi, vi);
+  _mm256_store_ps(tp.lanes, pi);
+  _mm256_store_ps(tm.lanes, mi);
+  _mm256_store_ps(tv.lanes, vi);
+  tp.store(p + i, n);
+  tp.store(other + i, n);
+  tm.store(m + i, n);
+  tv.store(v + i, n);
 }
 bool has_avx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 #endif
@@ -96,6 +166,42 @@ void adamw_fused(torch::Tensor& p, const torch::Tensor& g, torch::Tensor& m, tor
   // Elements are independent: any split over threads gives the same result.
   at::parallel_for(0, p.numel(), 1 << 16,
                    [&](int64_t b, int64_t e) { kernel(pd + b, gd + b, md + b, vd + b, e - b, c); });
+}
+
+// Elements [b, e) of the split DDP step on any number of ranks: the mean gradient into a scratch
+// block (summed in rank order, then scaled: the all-reduce's bits), the update on this rank's
+// buffers, and the new parameters copied into every other rank's.
+void adamw_peers_blocks(const PeerView& x, int64_t b, int64_t e, const AdamWCoeffs& c) {
+  const int ranks = static_cast<int>(x.g.size());
+  const float scale = static_cast<float>(1.0 / ranks);
+  constexpr int64_t kBlock = 2048;
+  std::vector<float> mean(kBlock);
+  for (int64_t i0 = b; i0 < e; i0 += kBlock) {
+    const int64_t n = std::min(kBlock, e - i0);
+    for (int64_t i = 0; i < n; ++i) {
+      float sum = x.g[0][i0 + i] + x.g[1][i0 + i];
+      for (int q = 2; q < ranks; ++q) sum += x.g[q][i0 + i];
+      mean[i] = sum * scale;
+    }
+    float *p = x.p[x.rank] + i0, *m = x.m[x.rank] + i0, *v = x.v[x.rank] + i0;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (has_avx2())
+      adamw_avx2(p, mean.data(), m, v, n, c);
+    else
+#endif
+      adamw_scalar(p, mean.data(), m, v, n, c);
+    for (int q = 0; q < ranks; ++q)
+      if (q != x.rank) std::copy(p, p + n, x.p[q] + i0);
+  }
+}
+
+void adamw_peers(const PeerView& x, int64_t b, int64_t e, const AdamWCoeffs& c) {
+  at::parallel_for(b, e, 1 << 16, [&](int64_t lo, int64_t hi) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (x.g.size() == 2 && has_avx2()) return adamw_avx2_two_ranks(x, lo, hi, c);
+#endif
+    adamw_peers_blocks(x, lo, hi, c);
+  });
 }
 
 }  // namespace
@@ -212,6 +318,30 @@ bool FlatAdamW::make_group_flat(size_t g) {
   return true;
 }
 
+int64_t FlatAdamW::advance_step(size_t g) {
+  int64_t step = 0;
+  for (const auto& q : param_groups()[g].params()) {
+    auto& st = static_cast<torch::optim::AdamWParamState&>(*state_.at(optim_detail::state_key(state_, q)));
+    step = st.step() + 1;
+    st.step(step);
+  }
+  return step;
+}
+
+namespace {
+AdamWCoeffs coefficients(const torch::optim::AdamWOptions& o, int64_t step) {
+  const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
+  return {static_cast<float>(o.weight_decay() != 0 ? 1 - o.lr() * o.weight_decay() : 1.0),
+          static_cast<float>(beta1),
+          static_cast<float>(1 - beta1),
+          static_cast<float>(beta2),
+          static_cast<float>(1 - beta2),
+          static_cast<float>(1 / std::sqrt(1 - std::pow(beta2, step))),
+          static_cast<float>(o.eps()),
+          static_cast<float>(-o.lr() / (1 - std::pow(beta1, step)))};
+}
+}  // namespace
+
 void FlatAdamW::step_group_flat(size_t g) {
   auto& group = param_groups()[g];
   const auto& o = static_cast<torch::optim::AdamWOptions&>(group.options());
@@ -220,28 +350,15 @@ void FlatAdamW::step_group_flat(size_t g) {
   torch::Tensor p = params_.narrow(0, begin, end - begin), grad = grads_.narrow(0, begin, end - begin),
                 exp_avg = exp_avg_.narrow(0, begin, end - begin),
                 exp_avg_sq = exp_avg_sq_.narrow(0, begin, end - begin);
-  int64_t step = 0;
-  for (const auto& q : group.params()) {
-    auto& st = static_cast<torch::optim::AdamWParamState&>(*state_.at(optim_detail::state_key(state_, q)));
-    step = st.step() + 1;
-    st.step(step);
-  }
-  const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
-  const double bias_correction1 = 1 - std::pow(beta1, step);
-  const double bias_correction2 = 1 - std::pow(beta2, step);
+  const int64_t step = advance_step(g);
   if (p.is_cpu() && p.scalar_type() == torch::kFloat) {
-    const AdamWCoeffs c{static_cast<float>(o.weight_decay() != 0 ? 1 - o.lr() * o.weight_decay() : 1.0),
-                        static_cast<float>(beta1),
-                        static_cast<float>(1 - beta1),
-                        static_cast<float>(beta2),
-                        static_cast<float>(1 - beta2),
-                        static_cast<float>(1 / std::sqrt(bias_correction2)),
-                        static_cast<float>(o.eps()),
-                        static_cast<float>(-o.lr() / bias_correction1)};
-    adamw_fused(p, grad, exp_avg, exp_avg_sq, c);
+    adamw_fused(p, grad, exp_avg, exp_avg_sq, coefficients(o, step));
     return;
   }
   // Other dtypes and devices: torch's AdamW, op for op, on the whole group at once.
+  const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
+  const double bias_correction1 = 1 - std::pow(beta1, step);
+  const double bias_correction2 = 1 - std::pow(beta2, step);
   if (o.weight_decay() != 0) p.mul_(1 - o.lr() * o.weight_decay());
   exp_avg.mul_(beta1).add_(grad, 1 - beta1);
   exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2);
@@ -249,10 +366,58 @@ void FlatAdamW::step_group_flat(size_t g) {
   p.addcdiv_(exp_avg, denom, -o.lr() / bias_correction1);
 }
 
+bool FlatAdamW::begin_shared_step(std::vector<torch::Tensor>& buffers) {
+  flat_groups_ = 0;
+  static const bool off = switched_off("ENGINE_FLAT_ADAMW");
+  if (no_arena_ || off) return false;
+  if (!arena_matches()) {
+    gather_shares();  // the moments of the old layout are copied from its views
+    build_arena();
+  }
+  if (no_arena_ || !params_.is_cpu() || params_.scalar_type() != torch::kFloat) return false;
+  for (size_t g = 0; g < param_groups().size(); ++g)
+    if (!make_group_flat(g)) {
+      gather_shares();
+      return false;
+    }
+  buffers = {grads_, params_, exp_avg_, exp_avg_sq_};
+  return true;
+}
+
+void FlatAdamW::step_shared(const std::vector<int64_t>& edges, const std::vector<std::vector<float*>>& peers, int rank) {
+  torch::NoGradGuard no_grad;
+  const PeerView view{peers.at(0), peers.at(1), peers.at(2), peers.at(3), rank};
+  const int64_t b = edges.at(rank), e = edges.at(rank + 1);
+  for (size_t g = 0; g < param_groups().size(); ++g) {
+    const int64_t step = advance_step(g);
+    const int64_t lo = std::max(b, range_[g].first), hi = std::min(e, range_[g].second);
+    if (lo < hi)
+      adamw_peers(view, lo, hi, coefficients(static_cast<torch::optim::AdamWOptions&>(param_groups()[g].options()), step));
+  }
+  split_ = Split{edges, peers.at(2), peers.at(3), rank, exp_avg_.data_ptr<float>()};
+  flat_groups_ = static_cast<int64_t>(param_groups().size());
+}
+
+void FlatAdamW::gather_shares() {
+  if (!split_) return;
+  const Split s = std::move(*split_);
+  split_.reset();
+  // The arena the split steps wrote (a rebuilt one starts whole: it is filled from the old views
+  // after this copy).
+  if (!exp_avg_.defined() || exp_avg_.data_ptr<float>() != s.own_exp_avg) return;
+  for (size_t q = 0; q + 1 < s.edges.size(); ++q) {
+    if (static_cast<int>(q) == s.rank) continue;
+    const int64_t b = s.edges[q], e = s.edges[q + 1];
+    std::copy(s.exp_avg[q] + b, s.exp_avg[q] + e, s.exp_avg[s.rank] + b);
+    std::copy(s.exp_avg_sq[q] + b, s.exp_avg_sq[q] + e, s.exp_avg_sq[s.rank] + b);
+  }
+}
+
 torch::Tensor FlatAdamW::step(LossClosure closure) {
   flat_groups_ = 0;
   // ENGINE_FLAT_ADAMW=0: torch's AdamW as is (to measure one against the other, bench/RESULTS.md).
   static const bool off = switched_off("ENGINE_FLAT_ADAMW");
+  gather_shares();  // after split steps (ShardableStep), this rank's moments are whole again
   if (closure || no_arena_ || off) return AdamW::step(std::move(closure));
   if (!arena_matches()) build_arena();
   if (no_arena_) return AdamW::step(nullptr);

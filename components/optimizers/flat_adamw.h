@@ -17,6 +17,11 @@
 // and each group's parameters are at the same step; otherwise (a frozen stage, amsgrad, a closure)
 // the step is torch's own per-parameter AdamW::step.
 //
+// In a single-node DDP job the step is split over the ranks (ShardableStep, Accelerator::step):
+// rank r sums the gradients of its share of the arena and updates that share, writing the
+// parameters into every rank's arena (shared memory) and the moments into its own; the same bits
+// as an all-reduce followed by this step on every rank.
+//
 // Side effects a caller can rely on: after the first step the parameters' data and gradients are
 // views of the arena, in optimizer group order, back to back. Gradients accumulate into those views
 // in place, so the gradient all-reduce of DDP reads and writes the arena without a copy (see
@@ -25,15 +30,25 @@
 // copied back into the arena.
 #include <torch/optim/adamw.h>
 
+#include "components/optimizers/shardable_step.h"
+
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace engine {
 
-class FlatAdamW : public torch::optim::AdamW {
+class FlatAdamW : public torch::optim::AdamW, public ShardableStep {
  public:
   FlatAdamW(std::vector<torch::optim::OptimizerParamGroup> groups, torch::optim::AdamWOptions defaults);
   torch::Tensor step(LossClosure closure = nullptr) override;
+
+  /// The step split over the ranks of a single-node DDP job (shardable_step.h): when the flat
+  /// update applies, its buffers are the arena's (gradients, parameters, exp_avg, exp_avg_sq).
+  bool begin_shared_step(std::vector<torch::Tensor>& buffers) override;
+  void step_shared(const std::vector<int64_t>& edges, const std::vector<std::vector<float*>>& peers,
+                   int rank) override;
+  void gather_shares() override;
 
   /// Groups updated by the flat path in the last step (for tests and benchmarks).
   int64_t flat_groups_last_step() const { return flat_groups_; }
@@ -46,6 +61,7 @@ class FlatAdamW : public torch::optim::AdamW {
   void build_arena();
   bool make_group_flat(size_t g);
   void step_group_flat(size_t g);
+  int64_t advance_step(size_t g);  // the group's step count + 1, stored in every parameter's state
 
   torch::Tensor params_, grads_, exp_avg_, exp_avg_sq_;  // the arena: one 1-d buffer each
   std::vector<std::vector<Slot>> slots_;                 // [group][param]
@@ -53,6 +69,15 @@ class FlatAdamW : public torch::optim::AdamW {
   std::vector<torch::TensorImpl*> layout_;               // the parameters the arena was built for
   bool no_arena_ = false;                                // mixed dtypes/devices or sparse: never flat
   int64_t flat_groups_ = 0;
+  // After a split step: the shares and every rank's moments, until gather_shares() copies the
+  // other ranks' shares into this rank's arena (own_exp_avg: that arena's exp_avg, to know it).
+  struct Split {
+    std::vector<int64_t> edges;
+    std::vector<float*> exp_avg, exp_avg_sq;
+    int rank;
+    const float* own_exp_avg;
+  };
+  std::optional<Split> split_;
 };
 
 }  // namespace engine

@@ -1,6 +1,8 @@
 #include "engine/accelerator/accelerator.h"
 
 #include <torch/cuda.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/optimizer.h>
 #include <torch/utils.h>
 
 #include <fmt/format.h>
@@ -9,6 +11,7 @@
 #include <cstdlib>
 #include <utility>
 
+#include "components/optimizers/shardable_step.h"
 #include "engine/accelerator/bf16_emulation.h"
 #include "engine/accelerator/gemm_rates.h"
 #include "engine/accelerator/grad_span.h"
@@ -194,6 +197,32 @@ bool Accelerator::sync_gradients(const std::vector<torch::Tensor>& params) {
   const bool finite = scaler_.unscale_and_check(params);
   scaler_.update(!finite);
   return finite;
+}
+
+bool Accelerator::step(torch::optim::Optimizer& optimizer, const std::vector<torch::Tensor>& params, double clip_norm) {
+  static const bool split_off = switched_off("ENGINE_SPLIT_STEP");
+  auto* split = dynamic_cast<ShardableStep*>(&optimizer);
+  if (world_.distributed() && split && !split_off && !scaler_.enabled() && clip_norm <= 0) {
+    std::vector<torch::Tensor> buffers;
+    if (!split->begin_shared_step(buffers)) buffers.clear();  // every rank still calls update_shared
+    double update_seconds = 0;
+    bool done = false;
+    {
+      Timed timed{comm_seconds_};
+      done = coll_->update_shared(buffers, [&](const std::vector<int64_t>& edges, const Collectives::PeerBuffers& peers) {
+        Timed update{update_seconds};
+        split->step_shared(edges, peers, world_.rank);
+      });
+    }
+    comm_seconds_ -= update_seconds;  // communication: the waits, not the update (its sums included)
+    if (done) return true;
+  }
+  const bool stepped = sync_gradients(params);
+  if (stepped) {
+    if (clip_norm > 0) torch::nn::utils::clip_grad_norm_(params, clip_norm);
+    optimizer.step();
+  }
+  return stepped;
 }
 
 void Accelerator::all_reduce_sum(torch::Tensor& t) {

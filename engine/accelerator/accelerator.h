@@ -16,6 +16,10 @@
 #include "engine/accelerator/world.h"
 #include "engine/recipe/options.h"
 
+namespace torch::optim {
+class Optimizer;
+}  // namespace torch::optim
+
 namespace engine {
 
 struct AcceleratorOptions {
@@ -66,6 +70,15 @@ class Accelerator {
   /// Gradients averaged across ranks, then (fp16) unscaled and checked: backward() after its
   /// local part. `params` are the trainable ones only: a frozen parameter gets no gradient.
   bool sync_gradients(const std::vector<torch::Tensor>& params);
+  /// The optimizer step of a training step, after its backward_local calls: gradients averaged
+  /// across ranks (fp16: unscaled and checked), clipped to a total norm of `clip_norm` when > 0,
+  /// then optimizer.step(). In a single-node DDP job whose optimizer can split its step
+  /// (components/optimizers/shardable_step.h: FlatAdamW), without clipping or fp16, the average and
+  /// the update are one pass split over the ranks: the same parameters and moments to the bit, each
+  /// rank updating 1/world of them (ENGINE_SPLIT_STEP=0: every rank steps all of them); the
+  /// gradients are then left unaveraged. Returns false when the step was skipped (non-finite fp16
+  /// gradients).
+  bool step(torch::optim::Optimizer& optimizer, const std::vector<torch::Tensor>& params, double clip_norm);
   /// Overwrites every rank's buffers (BatchNorm running statistics) with rank 0's, as PyTorch
   /// DDP's broadcast_buffers does. In training mode BatchNorm normalises with batch statistics,
   /// so the running statistics only matter for evaluation and saving, where this is called.

@@ -6,6 +6,8 @@
 #include <torch/types.h>
 
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -33,6 +35,25 @@ class Collectives {
   /// Overwrites `tensors` on every rank with root's values (initial weights come from rank 0).
   virtual void broadcast(std::vector<torch::Tensor>& tensors, int root) = 0;
   virtual void barrier() = 0;
+
+  /// peers[i][q]: rank q's copy of buffer i, mapped into this process.
+  using PeerBuffers = std::vector<std::vector<float*>>;
+  /// An element-wise update split over the ranks of a single-node job whose memory they share
+  /// (the DDP optimizer step, accelerator.cpp). Moves each of `buffers` (whole contiguous float32
+  /// storages, the same sizes on every rank, the same numel each) into shared memory every rank
+  /// maps, once: their views follow, and later calls with the same storages find them there. Then
+  /// waits for every rank, calls update(edges, peers), where rank q's share of the elements is
+  /// [edges[q], edges[q + 1]) (rank order, balanced, the same on every call with the same sizes), and
+  /// waits for every rank again: what any rank wrote before the call is visible to every update,
+  /// and what every update wrote, to every rank after the call. Returns false, without calling
+  /// update, on every rank when this cannot be done: another transport (the default), buffers that
+  /// differ between ranks or an empty list on any rank, /dev/shm full.
+  /// Collective: every rank calls it (with an empty list when it has nothing to share).
+  using SharedUpdate = std::function<void(const std::vector<int64_t>& edges, const PeerBuffers& peers)>;
+  virtual bool update_shared(const std::vector<torch::Tensor>& buffers, const SharedUpdate& update) {
+    (void)buffers, (void)update;
+    return false;
+  }
 };
 
 /// world_size 1: every collective is the identity.

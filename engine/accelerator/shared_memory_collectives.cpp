@@ -142,6 +142,16 @@ void sum_into_all(const std::vector<T*>& p, int64_t b, int64_t e, T scale, bool 
   }
 }
 
+// A storage moved into shared memory: its DataPtr's context (compared, never dereferenced once
+// `alive` is false), and every rank's mapping of it (this rank's own lives in the context).
+struct Adopted {
+  void* context;
+  std::shared_ptr<bool> alive;
+  std::vector<Mapping> peers;
+};
+// Buffers one update_shared call can share (their adoption states travel as a bit mask).
+constexpr size_t kMaxShared = 16;
+
 class SharedMemoryAllReduce final : public Collectives {
  public:
   SharedMemoryAllReduce(std::unique_ptr<Collectives> inner, std::chrono::milliseconds timeout, std::string base,
@@ -255,17 +265,34 @@ class SharedMemoryAllReduce final : public Collectives {
     }
   }
 
+  // True when `t` is a whole contiguous storage (no other memory shares it), which adopt() can move.
+  static bool whole_storage(const torch::Tensor& t) {
+    return t.is_contiguous() && t.has_storage() && t.storage_offset() == 0 &&
+           static_cast<size_t>(t.numel() * t.element_size()) == t.storage().nbytes();
+  }
+
+  // The adopted storage `t` lives in, or nullptr.
+  const Adopted* adopted(const torch::Tensor& t) const {
+    if (!t.has_storage()) return nullptr;
+    for (const auto& a : adopted_)
+      if (*a.alive && t.storage().data_ptr().get_context() == a.context) return &a;
+    return nullptr;
+  }
+
+  // Forgets adopted storages that were freed (an optimizer rebuilt its buffers).
+  void forget_freed() {
+    adopted_.erase(std::remove_if(adopted_.begin(), adopted_.end(), [](const Adopted& a) { return !*a.alive; }),
+                   adopted_.end());
+  }
+
   // kArenaAdopted when `tensors` is one buffer whose storage lives in this rank's arena;
   // kArenaCandidate when it is a whole contiguous storage of >= 1 MiB that the last large call
   // passed too; else kNoArena. Remembers large buffers for the next call's comparison.
   int64_t arena_state(const std::vector<torch::Tensor>& tensors) {
     if (tensors.size() != 1 || arena_off_) return kNoArena;
     const torch::Tensor& t = tensors.front();
-    const int64_t bytes = t.numel() * t.element_size();
-    if (!t.is_contiguous() || !t.has_storage() || t.storage_offset() != 0 || bytes < kArenaMinBytes ||
-        static_cast<size_t>(bytes) != t.storage().nbytes())
-      return kNoArena;
-    if (arena_alive_ && *arena_alive_ && t.storage().data_ptr().get_context() == arena_context_) return kArenaAdopted;
+    if (!whole_storage(t) || t.numel() * t.element_size() < kArenaMinBytes) return kNoArena;
+    if (adopted(t)) return kArenaAdopted;
     const std::pair<const void*, const void*> id{t.storage().unsafeGetStorageImpl(), t.storage().data()};
     return std::exchange(last_large_, id) == id ? kArenaCandidate : kNoArena;
   }
@@ -284,13 +311,16 @@ class SharedMemoryAllReduce final : public Collectives {
       return false;
     }
     auto* ctx = new ArenaContext{std::move(maps[rank_])};
-    void* own = ctx->map.get();
-    arena_context_ = ctx;
-    arena_alive_ = ctx->alive;
-    arenas_ = std::move(maps);
+    adopted_.push_back(Adopted{ctx, ctx->alive, std::move(maps)});
     // The old memory goes with the returned DataPtr; the storage keeps its size and allocator.
-    t.storage().set_data_ptr(c10::DataPtr(own, ctx, &ArenaContext::free, t.device()));
+    t.storage().set_data_ptr(c10::DataPtr(ctx->map.get(), ctx, &ArenaContext::free, t.device()));
     return true;
+  }
+
+  // Rank q's copy of the adopted storage `a`, as T*.
+  template <class T>
+  T* peer(const Adopted& a, int q) const {
+    return static_cast<T*>(q == rank_ ? static_cast<ArenaContext*>(a.context)->map.get() : a.peers[q].get());
   }
 
   // The in-place all-reduce of buffers that live in every rank's arena: every rank has arrived
@@ -298,12 +328,12 @@ class SharedMemoryAllReduce final : public Collectives {
   // barrier then says every chunk is everywhere. One pass over memory instead of a copy in, a
   // sum and a copy out; the sum of element i is taken by one rank in rank order, as below.
   void reduce_in_arenas(const torch::Tensor& t, bool mean) {
+    const Adopted& a = *adopted(t);
     const int64_t n = t.numel(), b = rank_ * n / size_, e = (rank_ + 1) * n / size_;
     auto run = [&](auto zero) {
       using T = decltype(zero);
       std::vector<T*> p(size_);
-      for (int q = 0; q < size_; ++q)
-        p[q] = static_cast<T*>(q == rank_ ? static_cast<ArenaContext*>(arena_context_)->map.get() : arenas_[q].get());
+      for (int q = 0; q < size_; ++q) p[q] = peer<T>(a, q);
       sum_into_all<T>(p, b, e, static_cast<T>(1.0 / size_), mean);
     };
     if (t.scalar_type() == torch::kFloat)
@@ -311,6 +341,47 @@ class SharedMemoryAllReduce final : public Collectives {
     else
       run(0.0);
     wait_for_all();
+  }
+
+  bool update_shared(const std::vector<torch::Tensor>& buffers, const SharedUpdate& update) override {
+    forget_freed();
+    // Every rank posts what it holds (sizes; which buffers already live in shared memory), then
+    // all take the same decision from the same posts.
+    bool eligible = !buffers.empty() && buffers.size() <= kMaxShared && !arena_off_;
+    int64_t bytes = 0, in_shm = 0;
+    for (size_t i = 0; i < buffers.size() && eligible; ++i) {
+      const auto& t = buffers[i];
+      eligible = t.defined() && t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.numel() > 0 &&
+                 t.numel() == buffers.front().numel() && whole_storage(t);
+      if (!eligible) break;
+      bytes += t.numel() * t.element_size();
+      if (adopted(t)) in_shm |= int64_t{1} << i;
+    }
+    RankEntry& mine = ctl_->rank[rank_];
+    mine.fingerprint = eligible ? shapes_fingerprint(buffers) : kNotEligible;
+    mine.bytes = bytes;
+    mine.arena = in_shm;
+    wait_for_all();  // also: every rank's writes to its buffers (its gradients) are done
+    bool same = ctl_->rank[0].fingerprint != kNotEligible;
+    for (int q = 0; q < size_ && same; ++q)
+      same = ctl_->rank[q].fingerprint == ctl_->rank[0].fingerprint && ctl_->rank[q].bytes == ctl_->rank[0].bytes &&
+             ctl_->rank[q].arena == ctl_->rank[0].arena;
+    if (!same) {
+      wait_for_all();  // every rank has read the posts before the next call overwrites them
+      return false;
+    }
+    for (size_t i = 0; i < buffers.size(); ++i)
+      if (!(in_shm >> i & 1) && !adopt(buffers[i])) return false;  // adopt() is collective: false on every rank
+    PeerBuffers peers(buffers.size(), std::vector<float*>(size_));
+    for (size_t i = 0; i < buffers.size(); ++i)
+      for (int q = 0; q < size_; ++q) peers[i][q] = peer<float>(*adopted(buffers[i]), q);
+    // Shares on 16-element (64-byte) boundaries: no cache line is written by two ranks.
+    const int64_t n = buffers.front().numel();
+    std::vector<int64_t> edges(size_ + 1);
+    for (int q = 0; q <= size_; ++q) edges[q] = q == size_ ? n : std::min(n, (q * n / size_) / 16 * 16);
+    update(edges, peers);
+    wait_for_all();
+    return true;
   }
 
   // Elements per segment: 1 MiB by default (ENGINE_SHM_SEGMENT_KB to measure others).
@@ -410,11 +481,9 @@ class SharedMemoryAllReduce final : public Collectives {
   int64_t capacity_ = 0;
   int64_t generation_ = 0;
   bool disabled_ = false;
-  // The adopted gradient buffer: its context (compared, never dereferenced once `alive` is false),
-  // every rank's arena mapping (this rank's own lives in the context), the last large buffer seen.
-  void* arena_context_ = nullptr;
-  std::shared_ptr<bool> arena_alive_;
-  std::vector<Mapping> arenas_;
+  // The storages moved into shared memory (the gradient buffer; an optimizer's buffers), the last
+  // large buffer seen.
+  std::vector<Adopted> adopted_;
   std::pair<const void*, const void*> last_large_{nullptr, nullptr};
   bool arena_off_ = false;
 };

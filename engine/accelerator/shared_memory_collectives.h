@@ -22,6 +22,10 @@ namespace engine {
 /// to `inner`. Returns `inner` unchanged when shared memory does not apply or cannot be set up on
 /// every rank (e.g. no /dev/shm), or when ENGINE_SHM_ALLREDUCE=0.
 ///
+/// update_shared (collectives.h) runs here too: the DDP optimizer step split over the ranks
+/// (components/optimizers/shardable_step.h), the optimizer's buffers moved into shared memory the
+/// same way as the gradient buffer; each rank sums the gradients of its share and updates it.
+///
 /// Same contract as collectives.h: sums are exact per element and identical on every rank
 /// (element i is summed in rank order by one rank); a rank that dies or stops answering makes the
 /// others throw RunError within `timeout` (a dead process is noticed within ~0.1 s).

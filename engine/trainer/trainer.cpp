@@ -15,6 +15,7 @@
 
 #include "components/metrics/confusion_matrix.h"
 #include "components/optimizers/optimizer.h"
+#include "components/optimizers/shardable_step.h"
 #include "engine/accelerator/grad_span.h"
 #include "engine/core/blas_kernels.h"
 #include "engine/core/errors.h"
@@ -115,10 +116,8 @@ void Trainer::train_epoch(const Phase& phase, int64_t phase_steps, int64_t epoch
     acc_.backward_local(scaled);
     if (micro == 0) step_grads_.end(trainable_);
     if (micro < k - 1) continue;
-    const bool stepped = acc_.sync_gradients(trainable_);
+    const bool stepped = acc_.step(*parts_.optimizer, trainable_, recipe_.train.grad_clip_norm);
     if (stepped) {
-      if (recipe_.train.grad_clip_norm > 0) torch::nn::utils::clip_grad_norm_(trainable_, recipe_.train.grad_clip_norm);
-      parts_.optimizer->step();
       ++state_.step;
       if (ema_) ema_->update(model, state_.step);
     } else {
@@ -228,7 +227,8 @@ void Trainer::fit() {
       const double evaluated = static_cast<double>(parts_.split.valid.size()) * (ema_ ? 2 : 1);
       if (evaluated > 0) log.values.emplace_back("eval_images_per_s", evaluated / eval_seconds);
       // DDP: the main rank's time per optimizer step in collectives (gradient all-reduce and the
-      // step's loss/stop agreement), waits for the slower rank included.
+      // step's loss/stop agreement), waits for the slower rank included; with the step split over
+      // the ranks (Accelerator::step), its waits only, the gradient sums being part of the update.
       if (acc_.world().distributed() && steps > 0) log.values.emplace_back("comm_ms_per_step", 1000 * comm_seconds / steps);
       state_.epoch = epoch + 1;
       state_.batches_done = 0;
@@ -259,7 +259,9 @@ std::string Trainer::save_checkpoint() {
   // Live tensors in their own dtype (no fp32 conversion): a resume continues bit for bit.
   for (auto& [k, v] : state_tensors(*parts_.model)) t.emplace_back("model/" + k, v);
   // Live buffers, not copies: the file is written (and every rank waits at the barrier below)
-  // before the next step changes them.
+  // before the next step changes them. After steps split over the ranks, each rank's moments are
+  // current in its own share only: gathered first.
+  if (auto* split = dynamic_cast<ShardableStep*>(parts_.optimizer.get())) split->gather_shares();
   for (auto& [k, v] : optimizer_state(*parts_.optimizer, StateCopy::live)) t.emplace_back("optimizer/" + k, v);
   if (ema_)
     for (auto& [k, v] : ema_->state()) t.emplace_back("ema/" + k, v);

@@ -157,3 +157,94 @@ TEST_CASE("FlatAdamW state saves and loads like torch's, and a replaced gradient
   CHECK(max_diff(a, c) <= 5e-7);  // one step from equal inputs
   CHECK(static_cast<FlatAdamW&>(*opt_a).flat_groups_last_step() == 2);
 }
+
+TEST_CASE("the DDP step split over 2 ranks: the parameters and moments of all-reduce + step, to the bit") {
+  // Two replicas stand in for two ranks (their buffers in one process, as shared memory shows them
+  // to a DDP job's ranks), each with the gradients of its own half of the batch; the reference
+  // steps on the mean of both, computed as the shared-memory all-reduce does: (g0 + g1) * 0.5.
+  const auto half0 = test::mnist_batch(16, 28), half1 = test::mnist_batch(16, 28, 1, 16);
+  Net ref, r0(ref), r1(ref);
+  auto opt_ref = adamw(ref, true), opt0 = adamw(r0, true), opt1 = adamw(r1, true);
+  auto& f0 = static_cast<FlatAdamW&>(*opt0);
+  auto& f1 = static_cast<FlatAdamW&>(*opt1);
+  auto grads_of = [](const Net& n, const test::MnistBatch& b) {
+    for (auto& p : n.all())
+      if (p.grad().defined()) p.mutable_grad().zero_();
+    n.loss(b, true).backward();
+    std::vector<torch::Tensor> g;
+    for (auto& p : n.all()) g.push_back(p.grad().clone());
+    return g;
+  };
+  auto set_lr = [](torch::optim::Optimizer& o, int t) {
+    for (auto& g : o.param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(0.01 / (1 + t));
+  };
+  std::vector<int64_t> edges;
+  for (int t = 0; t < 5; ++t) {
+    CAPTURE(t);
+    for (auto* o : {opt_ref.get(), opt0.get(), opt1.get()}) set_lr(*o, t);
+    auto g0 = grads_of(ref, half0), g1 = grads_of(ref, half1);
+    auto params = ref.all();
+    for (size_t i = 0; i < params.size(); ++i) params[i].mutable_grad().copy_((g0[i] + g1[i]) * 0.5f);
+    opt_ref->step();
+
+    grads_of(r0, half0);
+    grads_of(r1, half1);
+    std::vector<torch::Tensor> b0, b1;
+    REQUIRE(f0.begin_shared_step(b0));
+    REQUIRE(f1.begin_shared_step(b1));
+    REQUIRE(b0.size() == 4);
+    std::vector<std::vector<float*>> peers;
+    for (size_t k = 0; k < 4; ++k) peers.push_back({b0[k].data_ptr<float>(), b1[k].data_ptr<float>()});
+    const int64_t n = b0[0].numel();
+    edges = {0, n / 2 / 16 * 16, n};  // 194 elements: 96 / 98, across the group boundary at 168
+    f0.step_shared(edges, peers, 0);  // rank 0 writes share 0 of both ranks' parameters
+    f1.step_shared(edges, peers, 1);
+    CHECK(f0.flat_groups_last_step() == 2);
+    CHECK(max_diff(ref, r0) == 0);
+    CHECK(max_diff(ref, r1) == 0);
+  }
+  CHECK(max_diff(ref, Net()) > 1e-3);  // it trained
+  // Each rank's moments are current in its own share only, until gathered.
+  auto ref_state = optimizer_state(*opt_ref);
+  auto differs = [&](torch::optim::Optimizer& o) {
+    for (auto& [k, v] : optimizer_state(o))
+      if (!torch::equal(v, ref_state.at(k))) return true;
+    return false;
+  };
+  CHECK(differs(*opt0));
+  CHECK(differs(*opt1));
+  f0.gather_shares();
+  f1.gather_shares();
+  CHECK_FALSE(differs(*opt0));
+  CHECK_FALSE(differs(*opt1));
+
+  // A plain step after split ones (a recipe that clips, a frozen stage) gathers by itself first.
+  Net r2(ref);
+  auto opt2 = adamw(r2, true);
+  load_optimizer_state(*opt2, ref_state);
+  for (int t = 5; t < 7; ++t) {
+    for (auto* o : {opt_ref.get(), opt0.get(), opt1.get(), opt2.get()}) set_lr(*o, t);
+    auto g = grads_of(ref, half0);
+    opt_ref->step();
+    if (t == 5) {  // one more split step of rank 0 alone (its peer's share written by "rank 1")
+      grads_of(r0, half0);
+      grads_of(r1, half0);
+      std::vector<torch::Tensor> b0, b1;
+      REQUIRE(f0.begin_shared_step(b0));
+      REQUIRE(f1.begin_shared_step(b1));
+      std::vector<std::vector<float*>> peers;
+      for (size_t k = 0; k < 4; ++k) peers.push_back({b0[k].data_ptr<float>(), b1[k].data_ptr<float>()});
+      f0.step_shared(edges, peers, 0);
+      f1.step_shared(edges, peers, 1);
+    } else {
+      grads_of(r0, half0);
+      opt0->step();
+    }
+    grads_of(r2, half0);
+    opt2->step();
+    CHECK(max_diff(ref, r0) == 0);
+    CHECK(max_diff(ref, r2) == 0);
+  }
+  auto now = optimizer_state(*opt_ref);
+  for (auto& [k, v] : optimizer_state(*opt0)) CHECK(torch::equal(v, now.at(k)));
+}

@@ -157,6 +157,60 @@ TEST_CASE("shared-memory all-reduce of the gradient buffer: moved into shared me
   CHECK_NOTHROW(on_shm_ranks(3, moving));
 }
 
+// update_shared (the DDP step split over the ranks): the buffers move into shared memory once
+// (views follow), every rank's update sees every rank's values and its writes reach every rank,
+// the shares cover the elements once in rank order; a list that differs on one rank, or an empty
+// one, gives false on every rank without calling the update, and the next call works again.
+void check_update_shared(engine::Collectives& c) {
+  const int r = c.rank(), w = c.size();
+  const int64_t n = 1001;  // not a multiple of 16: the last share ends at n
+  torch::Tensor a = torch::empty({n}), b = torch::zeros({n});
+  torch::Tensor view = b.narrow(0, 10, 5);  // taken before the move, as a parameter's data
+  auto sum_then_write = [&](float step) {
+    return [&, step](const std::vector<int64_t>& edges, const engine::Collectives::PeerBuffers& peers) {
+      expect(edges.size() == static_cast<size_t>(w) + 1 && edges.front() == 0 && edges.back() == n, "edges");
+      for (int q = 0; q < w; ++q) {
+        expect(edges[q] <= edges[q + 1] && (q == w - 1 || edges[q + 1] % 16 == 0), "shares: 16-element boundaries");
+        expect(edges[q + 1] - edges[q] >= n / w - 16, "shares: balanced");
+      }
+      for (int64_t i = edges[r]; i < edges[r + 1]; ++i) {
+        float s = 0;
+        for (int q = 0; q < w; ++q) s += peers[0][q][i];
+        for (int q = 0; q < w; ++q) peers[1][q][i] = s + static_cast<float>(i) + step;
+      }
+    };
+  };
+  auto expected = [&](float step) {
+    float s = 0;
+    for (int q = 0; q < w; ++q) s += static_cast<float>(q + 1);
+    return torch::arange(n, torch::kFloat) + s + step;
+  };
+  void* moved = nullptr;
+  for (int step = 0; step < 3; ++step) {
+    a.fill_(static_cast<float>(r + 1));
+    expect(c.update_shared({a, b}, sum_then_write(static_cast<float>(step))), "update_shared declined, step " + std::to_string(step));
+    expect(torch::equal(b, expected(static_cast<float>(step))), "step " + std::to_string(step) + ": wrong values");
+    expect(torch::equal(view, expected(static_cast<float>(step)).narrow(0, 10, 5)), "a view did not follow the buffer");
+    if (step == 0) moved = b.data_ptr();
+    else expect(b.data_ptr() == moved, "the buffer moved again at step " + std::to_string(step));
+  }
+  auto never = [](const std::vector<int64_t>&, const engine::Collectives::PeerBuffers&) {
+    throw std::runtime_error("update called although a rank's buffers differ");
+  };
+  expect(!c.update_shared(r == 1 ? std::vector<torch::Tensor>{a} : std::vector<torch::Tensor>{a, b}, never),
+         "buffers that differ between ranks were accepted");
+  expect(!c.update_shared(r == 0 ? std::vector<torch::Tensor>{} : std::vector<torch::Tensor>{a, b}, never),
+         "an empty list on rank 0 was not declined everywhere");
+  a.fill_(static_cast<float>(r + 1));
+  expect(c.update_shared({a, b}, sum_then_write(7)), "update_shared declined after the mismatches");
+  expect(torch::equal(b, expected(7)), "after the mismatches: wrong values");
+}
+
+TEST_CASE("shared-memory update_shared: every rank's share of an element-wise update, visible to all ranks") {
+  CHECK_NOTHROW(on_two_shm_ranks(check_update_shared));
+  CHECK_NOTHROW(on_shm_ranks(3, check_update_shared));
+}
+
 TEST_CASE("shared-memory all-reduce with ENGINE_SHM_ARENA=0: the gradient buffer stays put and is reduced exactly") {
   setenv("ENGINE_SHM_ARENA", "0", 1);  // read by the forked workers' collectives
   CHECK_NOTHROW(on_two_shm_ranks([](engine::Collectives& c) { check_arena(c, false); }));
