@@ -4,7 +4,7 @@
 // `build/bench_mlp_gemm [batch] [rounds]` (default 64 and 7; one thread unless ENGINE_THREADS).
 // Prints per shape the median GFLOP/s of each side over the rounds: forward rows W^T + b (fc1 as
 // [rows, C] x [C, 4C], fc2 back), the input gradients g W and the weight gradients g^T x (gemm_at_b,
-// nothing to pack); rows = batch x the stage's pixels
+// nothing to pack; the input gradients' W read in place, as convnext_mlp.cpp does); rows = batch x the stage's pixels
 // at 40 x 40 input (convnext_atto: C = 40, 80, 160, 320 on 10x10, 5x5, 2x2, 1x1 maps). A third column,
 // "in cache", runs the packed kernel on one block of rows already in cache (96 rows, the blocked MLP's;
 // 256 for the weight gradients, their row block), the weight packed outside the timing: the kernel's
@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
       const int64_t hot_rows = std::min<int64_t>(m, p.kind == kWeightGrad ? 256 : 96);
       const engine::PackedB hot_b = p.kind == kWeightGrad ? engine::PackedB()
                                     : forward ? engine::PackedB::transposed(w.data_ptr<float>(), p.n, p.k, p.k)
-                                              : engine::PackedB::plain(w.data_ptr<float>(), p.k, p.n, p.n);
+                                              : engine::PackedB::in_place(w.data_ptr<float>(), p.k, p.n, p.n);
       torch::Tensor hot_out = torch::empty({std::max(hot_rows, p.n), std::max(p.k, p.n)});
       for (int r = 0; r < rounds; ++r) {
         hot.push_back(seconds_per_call(
@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
                 return;
               }
               const engine::PackedB b = forward ? engine::PackedB::transposed(w.data_ptr<float>(), p.n, p.k, p.k)
-                                                  : engine::PackedB::plain(w.data_ptr<float>(), p.k, p.n, p.n);
+                                                  : engine::PackedB::in_place(w.data_ptr<float>(), p.k, p.n, p.n);
               torch::Tensor y = torch::empty({m, p.n});
               engine::gemm_packed(m, fresh().data_ptr<float>(), p.k, b, forward ? bias.data_ptr<float>() : nullptr,
                                   y.data_ptr<float>(), p.n);

@@ -233,8 +233,8 @@ MlpGrads backward_in_chunks(const torch::Tensor& g_rows, const torch::Tensor& t_
   if (need.w1) out.w1 = zeroed_gradient(w1);
   if (need.t) out.t_rows = torch::empty({rows, c}, opts);
   const torch::Tensor m1 = as_matrix(w1), m2 = as_matrix(w2);
-  const PackedB p2 = need.h() ? PackedB::plain(m2.data_ptr<float>(), c, d, m2.stride(0)) : PackedB();
-  const PackedB p1 = need.t ? PackedB::plain(m1.data_ptr<float>(), d, c, m1.stride(0)) : PackedB();
+  const PackedB p2 = need.h() ? PackedB::in_place(m2.data_ptr<float>(), c, d, m2.stride(0)) : PackedB();
+  const PackedB p1 = need.t ? PackedB::in_place(m1.data_ptr<float>(), d, c, m1.stride(0)) : PackedB();
   auto tail = tail_backward();
   float *gyd = gy.data_ptr<float>(), *ghd = gh.data_ptr<float>(), *pd = part.data_ptr<float>();
   const float *hd = h.data_ptr<float>(), *ad = a.data_ptr<float>(), *td = t_rows.data_ptr<float>();
@@ -314,7 +314,7 @@ struct MlpResidual : public torch::autograd::Function<MlpResidual> {
       const bool blocked = blocked_rows(gy);
       torch::Tensor gh = blocked ? torch::empty({rows, d}, g.options()) : rows_times(gy, w2);
       const torch::Tensor m2 = as_matrix(w2);
-      const PackedB p2 = blocked ? PackedB::plain(m2.data_ptr<float>(), c, d, m2.stride(0)) : PackedB();
+      const PackedB p2 = blocked ? PackedB::in_place(m2.data_ptr<float>(), c, d, m2.stride(0)) : PackedB();
       torch::Tensor part1 = torch::zeros({chunks, d}, g.options());
       float *ghd = gh.data_ptr<float>(), *p1 = part1.data_ptr<float>();
       const float *hd = h.data_ptr<float>(), *gyd = gy.data_ptr<float>();

@@ -115,6 +115,15 @@ PackedB PackedB::plain(const float* b, int64_t k, int64_t n, int64_t ldb) {
   return out;
 }
 
+PackedB PackedB::in_place(const float* b, int64_t k, int64_t n, int64_t ldb) {
+  PackedB out;
+  out.k_ = k;
+  out.n_ = n;
+  out.in_place_ = b;
+  out.ldb_ = ldb;
+  return out;
+}
+
 #ifdef ENGINE_PACKED_GEMM_X86
 namespace {
 
@@ -162,11 +171,12 @@ __attribute__((target("avx512f"), always_inline)) inline void rank1_update(__m51
 }
 
 // MR rows x V vectors of 16 columns: MR * V accumulators in zmm registers (24 at most, of 32), V
-// loads of B's packed row and MR broadcasts of A's elements per step of k. `last`: the lanes of the
-// V-th vector that are real columns (the panel's width need not be a multiple of 16).
+// loads of B's panel row (rows ldb apart) and MR broadcasts of A's elements per step of k. `last`:
+// the lanes of the V-th vector that are real columns (the panel's width need not be a multiple of
+// 16); only those are read, so that a panel read in place never reads past B.
 template <int MR, int V>
 __attribute__((target("avx512f"), always_inline)) inline void micro_kernel(const float* a, int64_t lda,
-                                                                         const float* bp, int64_t k,
+                                                                         const float* bp, int64_t ldb, int64_t k,
                                                                          const float* bias, float* c,
                                                                          int64_t ldc, __mmask16 last) {
   // Every loop over r and v fully unrolled (the accumulators must stay in registers at any -O).
@@ -179,7 +189,7 @@ __attribute__((target("avx512f"), always_inline)) inline void micro_kernel(const
     for (int r = 0; r < MR; ++r) acc[r][v] = b0;
   }
 #pragma GCC unroll 4
-  for (int64_t kk = 0; kk < k; ++kk) rank1_update<MR, V>(acc, a + kk, lda, bp + kk * V * 16, 0xffff);
+  for (int64_t kk = 0; kk < k; ++kk) rank1_update<MR, V>(acc, a + kk, lda, bp + kk * ldb, last);
 #pragma GCC unroll 12
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
@@ -188,16 +198,16 @@ __attribute__((target("avx512f"), always_inline)) inline void micro_kernel(const
 
 // Rows [0, m) of one panel, MR at a time, the remainder with a smaller kernel.
 template <int V>
-__attribute__((target("avx512f"))) void panel_rows(const float* a, int64_t lda, const float* bp, int64_t k,
-                                                   const float* bias, float* c, int64_t ldc, int64_t m,
+__attribute__((target("avx512f"))) void panel_rows(const float* a, int64_t lda, const float* bp, int64_t ldb,
+                                                   int64_t k, const float* bias, float* c, int64_t ldc, int64_t m,
                                                    __mmask16 last) {
   constexpr int MR = tile_rows(V);
   int64_t r = 0;
-  for (; r + MR <= m; r += MR) micro_kernel<MR, V>(a + r * lda, lda, bp, k, bias, c + r * ldc, ldc, last);
+  for (; r + MR <= m; r += MR) micro_kernel<MR, V>(a + r * lda, lda, bp, ldb, k, bias, c + r * ldc, ldc, last);
   const int64_t left = m - r;
   a += r * lda;
   c += r * ldc;
-#define ENGINE_CALL(n) micro_kernel<n, V>(a, lda, bp, k, bias, c, ldc, last)
+#define ENGINE_CALL(n) micro_kernel<n, V>(a, lda, bp, ldb, k, bias, c, ldc, last)
   ENGINE_REMAINDER_SWITCH(left, MR, ENGINE_CALL)
 #undef ENGINE_CALL
 }
@@ -214,16 +224,16 @@ void gemm_rows(int64_t m, const float* a, int64_t lda, const PackedB& b, const f
     const float* bias_p = bias ? bias + n0 : nullptr;
     switch (vectors) {
       case 1:
-        panel_rows<1>(a, lda, b.panel(p), b.k(), bias_p, c + n0, ldc, m, last);
+        panel_rows<1>(a, lda, b.panel(p), b.row_stride(p), b.k(), bias_p, c + n0, ldc, m, last);
         break;
       case 2:
-        panel_rows<2>(a, lda, b.panel(p), b.k(), bias_p, c + n0, ldc, m, last);
+        panel_rows<2>(a, lda, b.panel(p), b.row_stride(p), b.k(), bias_p, c + n0, ldc, m, last);
         break;
       case 3:
-        panel_rows<3>(a, lda, b.panel(p), b.k(), bias_p, c + n0, ldc, m, last);
+        panel_rows<3>(a, lda, b.panel(p), b.row_stride(p), b.k(), bias_p, c + n0, ldc, m, last);
         break;
       default:
-        panel_rows<4>(a, lda, b.panel(p), b.k(), bias_p, c + n0, ldc, m, last);
+        panel_rows<4>(a, lda, b.panel(p), b.row_stride(p), b.k(), bias_p, c + n0, ldc, m, last);
         break;
     }
   }

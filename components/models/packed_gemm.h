@@ -30,14 +30,21 @@ class PackedB {
   static PackedB transposed(const float* w, int64_t n, int64_t k, int64_t ldw);
   /// B itself: row-major [k, n] with row stride ldb.
   static PackedB plain(const float* b, int64_t k, int64_t n, int64_t ldb);
+  /// B itself, read where it is (no copy): row-major [k, n] with row stride ldb. The panels are
+  /// column ranges of B's rows, whose stride the kernels follow; `b` must outlive the PackedB. For
+  /// a product used once (a layer's backward: gx = gy W), where packing would copy the whole
+  /// weight to read it once or twice.
+  static PackedB in_place(const float* b, int64_t k, int64_t n, int64_t ldb);
   /// An empty matrix (k = n = 0), to be assigned.
   PackedB() = default;
 
   int64_t k() const { return k_; }
   int64_t n() const { return n_; }
   int64_t panels() const { return (n_ + kPanel - 1) / kPanel; }
-  /// Panel p: columns [64p, 64p + width), stored as k rows of padded_width(p) floats.
-  const float* panel(int64_t p) const { return data_.get() + p * kPanel * k_; }
+  /// Panel p: columns [64p, 64p + width), k rows of width(p) floats, row_stride() apart (packed:
+  /// padded_width(p), the padding zeros; in place: B's row stride).
+  const float* panel(int64_t p) const { return in_place_ ? in_place_ + p * kPanel : data_.get() + p * kPanel * k_; }
+  int64_t row_stride(int64_t p) const { return in_place_ ? ldb_ : padded_width(p); }
   int64_t width(int64_t p) const { return n_ - p * kPanel < kPanel ? n_ - p * kPanel : kPanel; }
   int64_t padded_width(int64_t p) const { return (width(p) + 15) / 16 * 16; }
 
@@ -47,6 +54,8 @@ class PackedB {
   PackedB(int64_t k, int64_t n);
   int64_t k_ = 0, n_ = 0;
   std::unique_ptr<float[]> data_;
+  const float* in_place_ = nullptr;  // in_place(): B's memory
+  int64_t ldb_ = 0;
 };
 
 /// C[m, n] = A[m, k] B + bias for row-major A (row stride lda) and C (row stride ldc); bias [n] is

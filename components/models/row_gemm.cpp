@@ -40,7 +40,7 @@ torch::Tensor weight_grad(const torch::Tensor& g, const torch::Tensor& x, c10::I
 torch::Tensor rows_times(const torch::Tensor& rows, const torch::Tensor& w) {
   const torch::Tensor wm = as_matrix(w);
   if (!packed_rows(rows)) return torch::mm(rows, wm);
-  const PackedB packed = PackedB::plain(wm.data_ptr<float>(), wm.size(0), wm.size(1), wm.stride(0));
+  const PackedB packed = PackedB::in_place(wm.data_ptr<float>(), wm.size(0), wm.size(1), wm.stride(0));
   torch::Tensor out = torch::empty({rows.size(0), wm.size(1)}, rows.options());
   gemm_packed(rows.size(0), rows.data_ptr<float>(), rows.stride(0), packed, nullptr, out.data_ptr<float>(),
               out.stride(0));

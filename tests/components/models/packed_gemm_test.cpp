@@ -4,6 +4,8 @@
 #include "components/models/packed_gemm.h"
 
 #include <doctest/doctest.h>
+
+#include <cmath>
 #include <torch/torch.h>
 
 #include <string>
@@ -55,6 +57,14 @@ TEST_CASE("packed GEMM: rows x W^T + bias and rows x W equal a float64 product, 
     torch::Tensor gx = torch::empty({cs.m, cs.k});
     engine::gemm_packed(cs.m, g.data_ptr<float>(), g.stride(0), wp, nullptr, gx.data_ptr<float>(), gx.stride(0));
     CHECK(rel_err(gx, torch::mm(g.to(torch::kDouble), w.to(torch::kDouble))) < 1e-5);
+    // W read in place, as a column range of a wider buffer (row stride k + 4): the packed bits.
+    torch::Tensor w_wide = torch::full({cs.n, cs.k + 4}, std::nanf(""));
+    w_wide.narrow(1, 1, cs.k).copy_(w);
+    const engine::PackedB wi = engine::PackedB::in_place(w_wide.data_ptr<float>() + 1, cs.n, cs.k, cs.k + 4);
+    torch::Tensor gx_in_place = torch::empty({cs.m, cs.k});
+    engine::gemm_packed(cs.m, g.data_ptr<float>(), g.stride(0), wi, nullptr, gx_in_place.data_ptr<float>(),
+                        gx_in_place.stride(0));
+    CHECK(torch::equal(gx_in_place, gx));  // and no NaN from the columns beside it
   }
 }
 
