@@ -69,6 +69,8 @@ void Checkpointer::load_weights(const std::string& path, torch::nn::Module& mode
   engine::load_weights(model, path);
 }
 
+std::string Checkpointer::resume_path(int64_t step) const { return fmt::format("{}/step-{:09d}.safetensors", dir_, step); }
+
 std::string Checkpointer::save_resume(int64_t step, const NamedTensors& tensors, std::map<std::string, std::string> metadata,
                                       int64_t keep_last) {
   const auto [crc, bytes] = data_checksum(tensors);
@@ -76,7 +78,7 @@ std::string Checkpointer::save_resume(int64_t step, const NamedTensors& tensors,
   metadata["engine.data_crc32"] = std::to_string(crc);
   metadata["engine.data_bytes"] = std::to_string(bytes);
   std::filesystem::create_directories(dir_);
-  const std::string path = fmt::format("{}/step-{:09d}.safetensors", dir_, step);
+  const std::string path = resume_path(step);
   save_safetensors(path, tensors, metadata);
   // Only once the new file is complete and renamed into place are older ones deleted.
   auto all = resume_checkpoints(std::filesystem::path(dir_).parent_path().string());

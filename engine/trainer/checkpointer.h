@@ -33,6 +33,8 @@ class Checkpointer {
   /// Loads weights saved by save_best/save_weights into `model` (strict: every key, every shape).
   static void load_weights(const std::string& path, torch::nn::Module& model);
 
+  /// checkpoints/step-<step>.safetensors, where save_resume writes the checkpoint of `step`.
+  std::string resume_path(int64_t step) const;
   /// Writes checkpoints/step-<step>.safetensors with a checksum, then deletes all but the newest
   /// `keep_last` resume checkpoints. Returns the path written. A failed write (disk full) throws
   /// RunError and leaves every earlier checkpoint as it was.

@@ -12,6 +12,7 @@
 #include "components/models/batch_norm.h"
 #include "engine/accelerator/accelerator.h"
 #include "engine/accelerator/grad_span.h"
+#include "engine/io/background_writer.h"
 #include "engine/trainer/builder.h"
 #include "engine/trainer/checkpointer.h"
 #include "engine/trainer/evaluator.h"
@@ -44,9 +45,10 @@ class Trainer {
  private:
   void fit();
   void train_epoch(const Phase& phase, int64_t phase_steps, int64_t epoch, FitContext& ctx);
-  /// Writes a resume checkpoint of this moment (rank 0 writes, every rank contributes its RNG and
-  /// loss sums, all wait until it is on disk). Returns its path on rank 0, "" elsewhere.
-  std::string save_checkpoint();
+  /// Writes a resume checkpoint of this moment: every rank contributes its RNG and loss sums, rank
+  /// 0 writes a snapshot in the background (BackgroundWriter). With `wait` (a stop), every rank
+  /// waits until it is on disk. Returns its path on rank 0, "" elsewhere.
+  std::string save_checkpoint(bool wait);
   /// Loads a resume checkpoint into the built run: weights, optimizer, EMA, scaler, state, RNG.
   void restore(const ResumePoint& point);
   void apply_schedule(const Phase& phase, int64_t step_in_phase, int64_t phase_steps);
@@ -69,6 +71,7 @@ class Trainer {
   std::string run_dir_;
   TrainState state_;
   Checkpointer checkpointer_;
+  BackgroundWriter writer_;  // rank 0's resume checkpoints; declared after checkpointer_, which its job uses
   RunParts parts_;
   std::unique_ptr<Evaluator> evaluator_;
   std::unique_ptr<ModelEma> ema_;
