@@ -22,6 +22,12 @@ namespace engine {
 
 namespace {
 
+// ENGINE_FLAT_ADAMW=0: torch's AdamW as is (to measure one against the other, bench/RESULTS.md).
+bool flat_adamw_off() {
+  static const bool off = switched_off("ENGINE_FLAT_ADAMW");
+  return off;
+}
+
 bool dense(const torch::Tensor& t) {
   return t.layout() == torch::kStrided && t.is_non_overlapping_and_dense();
 }
@@ -368,8 +374,7 @@ void FlatAdamW::step_group_flat(size_t g) {
 
 bool FlatAdamW::begin_shared_step(std::vector<torch::Tensor>& buffers) {
   flat_groups_ = 0;
-  static const bool off = switched_off("ENGINE_FLAT_ADAMW");
-  if (no_arena_ || off) return false;
+  if (no_arena_ || flat_adamw_off()) return false;
   if (!arena_matches()) {
     gather_shares();  // the moments of the old layout are copied from its views
     build_arena();
@@ -415,10 +420,8 @@ void FlatAdamW::gather_shares() {
 
 torch::Tensor FlatAdamW::step(LossClosure closure) {
   flat_groups_ = 0;
-  // ENGINE_FLAT_ADAMW=0: torch's AdamW as is (to measure one against the other, bench/RESULTS.md).
-  static const bool off = switched_off("ENGINE_FLAT_ADAMW");
   gather_shares();  // after split steps (ShardableStep), this rank's moments are whole again
-  if (closure || no_arena_ || off) return AdamW::step(std::move(closure));
+  if (closure || no_arena_ || flat_adamw_off()) return AdamW::step(std::move(closure));
   if (!arena_matches()) build_arena();
   if (no_arena_) return AdamW::step(nullptr);
   for (size_t g = 0; g < param_groups().size(); ++g)
