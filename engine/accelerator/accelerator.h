@@ -94,8 +94,9 @@ class Accelerator {
   torch::Tensor gather_for_metrics(const torch::Tensor& local);
   void barrier();
   LossScaler& scaler() { return scaler_; }
-  /// Wall seconds this rank spent in the training collectives (gradient all-reduce, reduce_sum)
-  /// since the last call, waits for a slower rank included; resets the count. 0 with one process.
+  /// Wall seconds this rank spent in the training collectives (gradient all-reduce, reduce_sum; in a
+  /// split step (step()) its barriers, not its update) since the last call, waits for a slower rank
+  /// included; resets the count. 0 with one process.
   double take_comm_seconds();
 
  private:

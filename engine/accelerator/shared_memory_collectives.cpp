@@ -304,7 +304,8 @@ class SharedMemoryAllReduce final : public Collectives {
     const size_t bytes = t.storage().nbytes();
     const size_t capacity = (bytes + 4095) / 4096 * 4096;
     std::vector<Mapping> maps =
-        map_every_rank("a", capacity, "gradient buffer in shared memory off", "the all-reduce copies it through its slots",
+        map_every_rank("a", capacity, "buffers in shared memory off",
+                       "the all-reduce copies gradients through its slots, every rank steps every parameter",
                        [&](void* own) { std::memcpy(own, t.storage().data(), bytes); });
     if (maps.empty()) {
       arena_off_ = true;

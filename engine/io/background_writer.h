@@ -20,7 +20,6 @@ class BackgroundWriter {
   void submit(std::function<void()> job);
   /// Waits for the job in flight, if any; throws its error.
   void wait();
-  bool busy() const { return pending_.valid(); }
 
  private:
   std::future<void> pending_;
