@@ -102,19 +102,6 @@ PackedB PackedB::transposed(const float* w, int64_t n, int64_t k, int64_t ldw) {
   return out;
 }
 
-PackedB PackedB::plain(const float* b, int64_t k, int64_t n, int64_t ldb) {
-  PackedB out(k, n);
-  for (int64_t p = 0; p < out.panels(); ++p) {
-    const int64_t n0 = p * kPanel, width = out.width(p), wp = out.padded_width(p);
-    float* dst = out.data_.get() + p * kPanel * k;
-    for (int64_t kk = 0; kk < k; ++kk) {
-      std::copy(b + kk * ldb + n0, b + kk * ldb + n0 + width, dst + kk * wp);
-      std::fill(dst + kk * wp + width, dst + (kk + 1) * wp, 0.f);
-    }
-  }
-  return out;
-}
-
 PackedB PackedB::in_place(const float* b, int64_t k, int64_t n, int64_t ldb) {
   PackedB out;
   out.k_ = k;

@@ -1,7 +1,7 @@
 #pragma once
-// Row-major float32 GEMMs against a small right-hand matrix packed once: C = A B (+ bias), where A
-// is a tall matrix of activation rows read in place (no copy) and B a layer's weight (or its
-// transpose) copied into column panels. For the ConvNeXt MLPs (convnext_mlp.cpp), whose products
+// Row-major float32 GEMMs against a small right-hand matrix: C = A B (+ bias), where A is a tall
+// matrix of activation rows read in place (no copy) and B a layer's weight transposed into column
+// panels (the forward), or the weight itself read in place, panel by panel (the input gradient). For the ConvNeXt MLPs (convnext_mlp.cpp), whose products
 // are [rows, C] x [C, 4C] and back with C = 40..320: OpenBLAS packs both operands of every call (a
 // quarter of its time in copies, measured by perf) and runs these shapes at 70-105 GFLOP/s on one
 // thread (33 for fc1's forward at C = 40); an AVX-512 register-blocked kernel that broadcasts A's
@@ -28,12 +28,10 @@ class PackedB {
  public:
   /// B = W^T for a row-major W [n, k] with row stride ldw (a Linear's weight, for y = x W^T).
   static PackedB transposed(const float* w, int64_t n, int64_t k, int64_t ldw);
-  /// B itself: row-major [k, n] with row stride ldb.
-  static PackedB plain(const float* b, int64_t k, int64_t n, int64_t ldb);
   /// B itself, read where it is (no copy): row-major [k, n] with row stride ldb. The panels are
   /// column ranges of B's rows, whose stride the kernels follow; `b` must outlive the PackedB. For
-  /// a product used once (a layer's backward: gx = gy W), where packing would copy the whole
-  /// weight to read it once or twice.
+  /// a layer's backward (gx = gy W), where copying the weight into panels cost what reading it in
+  /// place does not (bench/RESULTS.md).
   static PackedB in_place(const float* b, int64_t k, int64_t n, int64_t ldb);
   /// An empty matrix (k = n = 0), to be assigned.
   PackedB() = default;

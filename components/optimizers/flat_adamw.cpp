@@ -372,19 +372,21 @@ void FlatAdamW::step_group_flat(size_t g) {
   p.addcdiv_(exp_avg, denom, -o.lr() / bias_correction1);
 }
 
-bool FlatAdamW::begin_shared_step(std::vector<torch::Tensor>& buffers) {
-  flat_groups_ = 0;
-  if (no_arena_ || flat_adamw_off()) return false;
+bool FlatAdamW::flat_ready() {
   if (!arena_matches()) {
     gather_shares();  // the moments of the old layout are copied from its views
     build_arena();
   }
-  if (no_arena_ || !params_.is_cpu() || params_.scalar_type() != torch::kFloat) return false;
+  if (no_arena_) return false;
   for (size_t g = 0; g < param_groups().size(); ++g)
-    if (!make_group_flat(g)) {
-      gather_shares();
-      return false;
-    }
+    if (!make_group_flat(g)) return false;  // e.g. a frozen stage
+  return true;
+}
+
+bool FlatAdamW::begin_shared_step(std::vector<torch::Tensor>& buffers) {
+  flat_groups_ = 0;
+  if (no_arena_ || flat_adamw_off() || !flat_ready() || !params_.is_cpu() || params_.scalar_type() != torch::kFloat)
+    return false;
   buffers = {grads_, params_, exp_avg_, exp_avg_sq_};
   return true;
 }
@@ -422,10 +424,7 @@ torch::Tensor FlatAdamW::step(LossClosure closure) {
   flat_groups_ = 0;
   gather_shares();  // after split steps (ShardableStep), this rank's moments are whole again
   if (closure || no_arena_ || flat_adamw_off()) return AdamW::step(std::move(closure));
-  if (!arena_matches()) build_arena();
-  if (no_arena_) return AdamW::step(nullptr);
-  for (size_t g = 0; g < param_groups().size(); ++g)
-    if (!make_group_flat(g)) return AdamW::step(nullptr);  // e.g. a frozen stage: torch's update for all
+  if (!flat_ready()) return AdamW::step(nullptr);  // torch's update for all
   torch::NoGradGuard no_grad;
   for (size_t g = 0; g < param_groups().size(); ++g) step_group_flat(g);
   flat_groups_ = static_cast<int64_t>(param_groups().size());

@@ -61,6 +61,9 @@ class FlatAdamW : public torch::optim::AdamW, public ShardableStep {
   void build_arena();
   bool make_group_flat(size_t g);
   void step_group_flat(size_t g);
+  /// The arena built for the current parameters (moments gathered first where a rebuild copies
+  /// them) and every group ready for the flat update this step.
+  bool flat_ready();
   int64_t advance_step(size_t g);  // the group's step count + 1, stored in every parameter's state
 
   torch::Tensor params_, grads_, exp_avg_, exp_avg_sq_;  // the arena: one 1-d buffer each

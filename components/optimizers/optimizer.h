@@ -36,8 +36,8 @@ void set_lr(torch::optim::Optimizer& opt, size_t group, double lr);
 void set_momentum(torch::optim::Optimizer& opt, double momentum);
 
 /// How optimizer_state hands out the buffers: copies (unchanged by later steps), or the live
-/// buffers themselves, for a caller that is done with them before the next step (a synchronous
-/// checkpoint write: no second copy of the moments in memory, 170 MB for a resnet34).
+/// buffers themselves, for a caller that is done with them before the next step (a checkpoint that
+/// snapshots what it writes: one copy of the moments, not two; 170 MB each for a resnet34).
 enum class StateCopy { copies, live };
 
 /// The optimizer's per-parameter state as named tensors "g{group}.p{param}.{field}" (step counts

@@ -33,7 +33,9 @@ class ShardableStep {
   /// Makes this rank's state whole after split steps: copies the other ranks' shares of the
   /// moments from their buffers (nothing to do otherwise). Call between steps (after a split step
   /// returned on this rank, before this rank enters the next), e.g. before reading the state for a
-  /// checkpoint. The optimizer calls it itself before any step that is not split.
+  /// checkpoint. The optimizer calls it itself before any step that is not split; in a DDP job
+  /// the caller calls it earlier, before that step's all-reduce (Accelerator::step): after it, a
+  /// peer may already be updating the share this reads.
   virtual void gather_shares() = 0;
 };
 

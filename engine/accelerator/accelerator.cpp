@@ -216,6 +216,9 @@ bool Accelerator::step(torch::optim::Optimizer& optimizer, const std::vector<tor
     }
     comm_seconds_ -= update_seconds;  // communication: the waits, not the update (its sums included)
     if (done) return true;
+    // A step that is not split follows: this rank's moments are made whole now, while every peer
+    // still waits for the all-reduce below (past it, a peer updates the share read here).
+    split->gather_shares();
   }
   const bool stepped = sync_gradients(params);
   if (stepped) {

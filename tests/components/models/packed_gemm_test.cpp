@@ -53,11 +53,11 @@ TEST_CASE("packed GEMM: rows x W^T + bias and rows x W equal a float64 product, 
 
     // The input gradient's form: g [m, n] times W [n, k], no bias.
     torch::Tensor g = torch::randn({cs.m, cs.n});
-    const engine::PackedB wp = engine::PackedB::plain(w.data_ptr<float>(), cs.n, cs.k, cs.k);
+    const engine::PackedB wp = engine::PackedB::in_place(w.data_ptr<float>(), cs.n, cs.k, cs.k);
     torch::Tensor gx = torch::empty({cs.m, cs.k});
     engine::gemm_packed(cs.m, g.data_ptr<float>(), g.stride(0), wp, nullptr, gx.data_ptr<float>(), gx.stride(0));
     CHECK(rel_err(gx, torch::mm(g.to(torch::kDouble), w.to(torch::kDouble))) < 1e-5);
-    // W read in place, as a column range of a wider buffer (row stride k + 4): the packed bits.
+    // W as a column range of a wider buffer (row stride k + 4): the same bits.
     torch::Tensor w_wide = torch::full({cs.n, cs.k + 4}, std::nanf(""));
     w_wide.narrow(1, 1, cs.k).copy_(w);
     const engine::PackedB wi = engine::PackedB::in_place(w_wide.data_ptr<float>() + 1, cs.n, cs.k, cs.k + 4);
