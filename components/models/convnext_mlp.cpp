@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "components/models/cpu_kernels.h"
@@ -157,10 +158,10 @@ torch::Tensor forward_rows_blocked(const torch::Tensor& t_rows, const torch::Ten
   float* yd = y.data_ptr<float>();
   auto tail = tail_forward();
   at::parallel_for(0, (rows + kRows - 1) / kRows, 1, [&](int64_t first, int64_t end) {
-    std::vector<float> hidden(keep ? 0 : static_cast<size_t>(kRows * d));
+    std::unique_ptr<float[]> hidden(keep ? nullptr : new float[static_cast<size_t>(kRows * d)]);  // not zeroed
     for (int64_t blk = first; blk < end; ++blk) {
       const int64_t r0 = blk * kRows, n = std::min(kRows, rows - r0);
-      float* hb = keep ? h.data_ptr<float>() + r0 * d : hidden.data();
+      float* hb = keep ? h.data_ptr<float>() + r0 * d : hidden.get();
       float* ab = keep ? a.data_ptr<float>() + r0 * d : hb;
       gemm_packed_serial(n, t + r0 * ldt, ldt, p1, bias1, hb, d);
       gelu_span_float(hb, ab, n * d);

@@ -270,10 +270,21 @@ torch::Tensor central_taps(const torch::Tensor& w, const Shape& s) {
 
 // The weight as the kernels read it: its central taps as [kh, kw, C], flipped in both directions for
 // the input gradient (the transposed convolution).
+// A plain loop: the permute + contiguous it replaces cost ~30 us a call in dispatch and strided copy
+// (0.9% of an evaluation, op profile), for C x 49 floats.
 torch::Tensor taps_of(const torch::Tensor& weight, const Shape& s, bool flip) {
-  torch::Tensor t = central_taps(weight, s).select(1, 0);
-  if (flip) t = t.flip({1, 2});
-  return t.permute({1, 2, 0}).contiguous();
+  const torch::Tensor w = weight.contiguous();
+  torch::Tensor t = torch::empty({s.kh, s.kw, s.C}, w.options());
+  const float* wd = w.data_ptr<float>();
+  float* td = t.data_ptr<float>();
+  const int64_t y0 = s.k / 2 - s.ph(), x0 = s.k / 2 - s.pw();
+  for (int64_t i = 0; i < s.kh; ++i)
+    for (int64_t j = 0; j < s.kw; ++j) {
+      const int64_t wi = y0 + (flip ? s.kh - 1 - i : i), wj = x0 + (flip ? s.kw - 1 - j : j);
+      float* out = td + (i * s.kw + j) * s.C;
+      for (int64_t c = 0; c < s.C; ++c) out[c] = wd[(c * s.k + wi) * s.k + wj];
+    }
+  return t;
 }
 
 // The convolution of x_nhwc [N, H, W, C] with the taps (+ bias), as an [N, C, H, W] channels-last tensor.

@@ -1,0 +1,120 @@
+// The evaluation forward alone, without loader, metrics or gathers: convnext_atto (in_chans 1, 10
+// classes) on real MNIST digits at 40 x 40 (data/mnist/train.csv, as recipes/mnist_convnext.toml
+// evaluates them), under NoGradGuard (what the Evaluator runs) and under c10::InferenceMode,
+// alternating in every round so that a noisy machine slows both alike. Build: `ninja -C build
+// bench_eval_forward`; run: `build/bench_eval_forward [batch] [rounds]` (default 128 = the recipe's
+// evaluation batch, 9 rounds; one thread unless ENGINE_THREADS). Prints each way's median images/s,
+// its ratio to no_grad and GFLOP/s (26.4 MFLOP per image: the multiply-adds of convnext_atto at
+// 40 x 40 counted layer by layer, x 2), and checks that the logits are the same bits.
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "components/models/convnext.h"
+#include "engine/core/allocator.h"
+#include "engine/core/blas_kernels.h"
+#include "engine/core/cpu_threads.h"
+
+namespace {
+
+// `n` digits of train.csv as [n, 1, 40, 40], scaled and normalised as the recipe does (bilinear
+// here: the forward's cost does not depend on the interpolation).
+torch::Tensor digits(int64_t n) {
+  std::ifstream in("data/mnist/train.csv");
+  if (!in) {
+    std::fprintf(stderr, "data/mnist/train.csv not found: run from the repository root after tools/setup.sh\n");
+    std::exit(1);
+  }
+  std::string line;
+  std::getline(in, line);
+  torch::Tensor px = torch::empty({n, 784});
+  auto a = px.accessor<float, 2>();
+  for (int64_t r = 0; r < n && std::getline(in, line); ++r) {
+    std::stringstream ss(line);
+    std::string cell;
+    std::getline(ss, cell, ',');  // label
+    for (int64_t c = 0; c < 784 && std::getline(ss, cell, ','); ++c) a[r][c] = std::stof(cell) / 255.0f;
+  }
+  namespace F = torch::nn::functional;
+  torch::Tensor x = ((px - 0.1310) / 0.30854).view({n, 1, 28, 28});
+  return F::interpolate(x, F::InterpolateFuncOptions().size(std::vector<int64_t>{40, 40}).mode(torch::kBilinear).align_corners(false))
+      .contiguous();
+}
+
+// convnext_atto at 40 x 40, multiply-adds per image: stem 4x4/4 1 -> 40 on 10x10 (64 K); per block
+// the depthwise 7x7 and the MLP C -> 4C -> C on the stage's map: stage 0 C 40 on 10x10 x 2 blocks
+// (2.95 M), downsample 2x2/2 40 -> 80 (0.32 M), stage 1 80 on 5x5 x 2 (2.76 M), downsample 80 -> 160
+// onto 2x2 (0.20 M), stage 2 160 on 2x2 x 6 (the 7x7 reaches 3x3 taps; 4.95 M), downsample 160 -> 320
+// onto 1x1 (0.20 M), stage 3 320 on 1x1 x 2 (1.64 M), head 320 -> 10; LayerNorm, GELU and pooling
+// not counted. About 13.1 M multiply-adds.
+constexpr double kFlopsPerImage = 2 * 13.1e6;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int64_t batch = argc > 1 ? std::atoll(argv[1]) : 128;
+  const int rounds = argc > 2 ? std::atoi(argv[2]) : 9;
+  const char* threads = std::getenv("ENGINE_THREADS");
+  at::set_num_threads(threads ? std::atoi(threads) : 1);
+  engine::set_blas_threads(at::get_num_threads());
+  engine::tune_allocator();
+  engine::select_blas_kernels();
+  engine::ConvNeXtOptions o;
+  o.in_chans = 1;
+  o.num_classes = 10;
+  torch::manual_seed(42);
+  auto model = engine::make_convnext(engine::convnext_archs().front(), o);  // convnext_atto
+  model->eval();
+  const int64_t batches = 8;
+  const torch::Tensor images = digits(batch * batches);
+
+  struct Way {
+    const char* name;
+    bool inference;
+    std::vector<double> rates;
+    torch::Tensor logits;
+  };
+  std::vector<Way> ways{{"no_grad", false, {}, {}}, {"inference", true, {}, {}}};
+  auto pass = [&](Way& w) {  // one evaluation pass over the batches, as Evaluator::run
+    std::vector<torch::Tensor> out;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t b = 0; b < batches; ++b) {
+      const torch::Tensor x = images.narrow(0, b * batch, batch);
+      if (w.inference) {
+        c10::InferenceMode guard;
+        out.push_back(model->forward(x));
+      } else {
+        torch::NoGradGuard guard;
+        out.push_back(model->forward(x));
+      }
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    w.logits = torch::cat(out);
+    return static_cast<double>(batch * batches) / s;
+  };
+  for (auto& w : ways) pass(w);  // warm-up
+  for (int r = 0; r < rounds; ++r)
+    for (auto& w : ways) w.rates.push_back(pass(w));
+  std::printf("%s; convnext_atto at 40x40, batch %lld x %lld batches, %d threads, %d alternating rounds\n",
+              engine::blas_kernels_note().c_str(), static_cast<long long>(batch), static_cast<long long>(batches),
+              at::get_num_threads(), rounds);
+  const double base = median(ways[0].rates);
+  for (auto& w : ways)
+    std::printf("%-10s %8.1f images/s  %5.3fx  %5.1f GFLOP/s  logits %s\n", w.name, median(w.rates),
+                median(w.rates) / base, median(w.rates) * kFlopsPerImage / 1e9,
+                torch::equal(w.logits, ways[0].logits) ? "same bits" : "DIFFER");
+  return 0;
+}
