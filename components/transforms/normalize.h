@@ -28,6 +28,7 @@ class Normalize : public Transform {
   explicit Normalize(NormalizeOptions opts) : opts_(std::move(opts)) {}
   /// Throws UserError when mean/std do not fit the image's channel count.
   void apply(cv::Mat& image, Rng& rng) const override;
+  bool random() const override { return opts_.p < 1.0; }
   const NormalizeOptions& options() const { return opts_; }
 
  private:

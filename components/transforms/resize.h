@@ -23,6 +23,7 @@ class Resize : public Transform {
  public:
   explicit Resize(ResizeOptions opts);
   void apply(cv::Mat& image, Rng& rng) const override;
+  bool random() const override { return opts_.p < 1.0; }
   const ResizeOptions& options() const { return opts_; }
 
  private:

@@ -7,6 +7,8 @@
 // - All randomness comes from `rng` (seeded per sample from (seed, epoch, index)): a transform
 //   holds no mutable state and may run on many loader threads at once.
 // - A transform with probability p fires iff rng.fires(p) (p >= 1 or uniform() < p).
+// - random() says whether the output may depend on `rng`; a pipeline of transforms that are not
+//   random gives every pass the same image, which the loader may then keep (LoaderOptions::cache_bytes).
 #include <opencv2/core.hpp>
 
 #include "engine/core/rng.h"
@@ -18,6 +20,9 @@ class Transform {
  public:
   virtual ~Transform() = default;
   virtual void apply(cv::Mat& image, Rng& rng) const = 0;
+  /// True when apply() may draw from rng (the default); false for a transform that always fires
+  /// and draws nothing.
+  virtual bool random() const { return true; }
 };
 
 using TransformRegistry = Registry<Transform>;

@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "engine/core/env.h"
 #include "engine/core/errors.h"
 #include "engine/core/rng.h"
 
@@ -11,7 +12,10 @@ namespace engine {
 
 Loader::Loader(std::shared_ptr<const Dataset> dataset, std::vector<std::shared_ptr<const Transform>> transforms,
                LoaderOptions options)
-    : dataset_(std::move(dataset)), transforms_(std::move(transforms)), opts_(options) {}
+    : dataset_(std::move(dataset)), transforms_(std::move(transforms)), opts_(options) {
+  cacheable_ = opts_.cache_bytes > 0 && !switched_off("ENGINE_EVAL_CACHE");
+  for (const auto& t : transforms_) cacheable_ = cacheable_ && !t->random();
+}
 
 Loader::~Loader() { stop_workers(); }
 
@@ -81,6 +85,39 @@ bool Loader::next(Batch& out) {
   return true;
 }
 
+size_t Loader::cached_samples() const {
+  std::lock_guard<std::mutex> lock(cache_mu_);
+  return cache_.size();
+}
+
+int64_t Loader::cached_bytes() const {
+  std::lock_guard<std::mutex> lock(cache_mu_);
+  return cache_used_;
+}
+
+cv::Mat Loader::transformed(size_t index, int64_t epoch, int64_t& label) const {
+  if (cacheable_) {
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    if (auto it = cache_.find(index); it != cache_.end()) {
+      label = it->second.label;
+      return it->second.image;  // shared, never written: make_batch copies it into the batch
+    }
+  }
+  Sample s = dataset_->get(index);
+  Rng rng(Rng::mix(opts_.seed, static_cast<uint64_t>(epoch), index));
+  for (const auto& t : transforms_) t->apply(s.image, rng);
+  cv::Mat img;
+  s.image.convertTo(img, CV_32F);  // no scaling: value ranges are the transforms' business
+  if (!img.isContinuous()) img = img.clone();
+  label = s.label;
+  if (cacheable_) {
+    const int64_t bytes = static_cast<int64_t>(img.total() * img.elemSize());
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    if (cache_used_ + bytes <= opts_.cache_bytes && cache_.emplace(index, Kept{img, label}).second) cache_used_ += bytes;
+  }
+  return img;
+}
+
 Batch Loader::make_batch(const std::vector<size_t>& indices, int64_t epoch) const {
   const int64_t n = static_cast<int64_t>(indices.size());
   Batch batch;
@@ -88,12 +125,8 @@ Batch Loader::make_batch(const std::vector<size_t>& indices, int64_t epoch) cons
   batch.indices = torch::empty({n}, torch::kLong);
   int64_t C = 0, H = 0, W = 0;
   for (int64_t i = 0; i < n; ++i) {
-    Sample s = dataset_->get(indices[i]);
-    Rng rng(Rng::mix(opts_.seed, static_cast<uint64_t>(epoch), indices[i]));
-    for (const auto& t : transforms_) t->apply(s.image, rng);
-    cv::Mat img;
-    s.image.convertTo(img, CV_32F);  // no scaling: value ranges are the transforms' business
-    if (!img.isContinuous()) img = img.clone();
+    int64_t label = -1;
+    const cv::Mat img = transformed(indices[i], epoch, label);
     if (i == 0) {
       C = img.channels(), H = img.rows, W = img.cols;
       // NHWC storage: a sample's HxWxC floats are contiguous, exactly OpenCV's layout.
@@ -106,7 +139,7 @@ Batch Loader::make_batch(const std::vector<size_t>& indices, int64_t epoch) cons
                       ": add a `resize` transform so that every image has the same size");
     }
     std::memcpy(batch.images.data_ptr<float>() + i * H * W * C, img.ptr<float>(), sizeof(float) * H * W * C);
-    batch.labels.data_ptr<int64_t>()[i] = s.label;
+    batch.labels.data_ptr<int64_t>()[i] = label;
     batch.indices.data_ptr<int64_t>()[i] = static_cast<int64_t>(indices[i]);
   }
   if (n == 0) return batch;

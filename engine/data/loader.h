@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "components/datasets/dataset.h"
@@ -32,6 +33,10 @@ struct LoaderOptions {
   int64_t prefetch = 4;       // batches ready ahead of the consumer
   bool channels_last = false; // lay batches out NHWC in memory (matches a channels-last model)
   uint64_t seed = 0;
+  // Keep transformed samples, up to this many bytes, for the next passes (the evaluation loader:
+  // the same samples every epoch). Only when no transform is random (Transform::random()): a kept
+  // sample is then the bits a new one would be. 0 = keep nothing.
+  int64_t cache_bytes = 0;
 };
 
 class Loader {
@@ -50,10 +55,15 @@ class Loader {
 
   /// Transforms and collates one batch (used by the workers; public for tests).
   Batch make_batch(const std::vector<size_t>& indices, int64_t epoch) const;
+  /// Samples kept for later passes (cache_bytes), and their bytes.
+  size_t cached_samples() const;
+  int64_t cached_bytes() const;
 
  private:
   void stop_workers();
   void worker_loop(int64_t worker);
+  // Sample `index` transformed, as CV_32F continuous: kept, or made (and kept while under budget).
+  cv::Mat transformed(size_t index, int64_t epoch, int64_t& label) const;
 
   std::shared_ptr<const Dataset> dataset_;
   std::vector<std::shared_ptr<const Transform>> transforms_;
@@ -70,6 +80,15 @@ class Loader {
   std::exception_ptr error_;
   bool stopping_ = false;
   std::vector<std::thread> workers_;
+
+  struct Kept {
+    cv::Mat image;
+    int64_t label;
+  };
+  bool cacheable_ = false;
+  mutable std::mutex cache_mu_;
+  mutable std::unordered_map<size_t, Kept> cache_;
+  mutable int64_t cache_used_ = 0;
 };
 
 }  // namespace engine
