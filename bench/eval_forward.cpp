@@ -19,9 +19,8 @@
 #include <vector>
 
 #include "components/models/convnext.h"
-#include "engine/core/allocator.h"
+#include "bench/engine_like.h"
 #include "engine/core/blas_kernels.h"
-#include "engine/core/cpu_threads.h"
 
 namespace {
 
@@ -57,21 +56,12 @@ torch::Tensor digits(int64_t n) {
 // not counted. About 13.1 M multiply-adds.
 constexpr double kFlopsPerImage = 2 * 13.1e6;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   const int64_t batch = argc > 1 ? std::atoll(argv[1]) : 128;
   const int rounds = argc > 2 ? std::atoi(argv[2]) : 9;
-  const char* threads = std::getenv("ENGINE_THREADS");
-  at::set_num_threads(threads ? std::atoi(threads) : 1);
-  engine::set_blas_threads(at::get_num_threads());
-  engine::tune_allocator();
-  engine::select_blas_kernels();
+  bench::set_up_like_engine();
   engine::ConvNeXtOptions o;
   o.in_chans = 1;
   o.num_classes = 10;
@@ -111,10 +101,10 @@ int main(int argc, char** argv) {
   std::printf("%s; convnext_atto at 40x40, batch %lld x %lld batches, %d threads, %d alternating rounds\n",
               engine::blas_kernels_note().c_str(), static_cast<long long>(batch), static_cast<long long>(batches),
               at::get_num_threads(), rounds);
-  const double base = median(ways[0].rates);
+  const double base = bench::median(ways[0].rates);
   for (auto& w : ways)
-    std::printf("%-10s %8.1f images/s  %5.3fx  %5.1f GFLOP/s  logits %s\n", w.name, median(w.rates),
-                median(w.rates) / base, median(w.rates) * kFlopsPerImage / 1e9,
+    std::printf("%-10s %8.1f images/s  %5.3fx  %5.1f GFLOP/s  logits %s\n", w.name, bench::median(w.rates),
+                bench::median(w.rates) / base, bench::median(w.rates) * kFlopsPerImage / 1e9,
                 torch::equal(w.logits, ways[0].logits) ? "same bits" : "DIFFER");
   return 0;
 }

@@ -19,9 +19,8 @@
 #include <vector>
 
 #include "components/models/packed_gemm.h"
-#include "engine/core/allocator.h"
+#include "bench/engine_like.h"
 #include "engine/core/blas_kernels.h"
-#include "engine/core/cpu_threads.h"
 
 namespace {
 
@@ -33,21 +32,12 @@ double seconds_per_call(const std::function<void()>& fn, double flops) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / calls;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   const int64_t batch = argc > 1 ? std::atoll(argv[1]) : 64;
   const int rounds = argc > 2 ? std::atoi(argv[2]) : 7;
-  const char* threads = std::getenv("ENGINE_THREADS");
-  at::set_num_threads(threads ? std::atoi(threads) : 1);
-  engine::set_blas_threads(at::get_num_threads());  // as the engine does: OpenBLAS at the same count
-  engine::tune_allocator();  // as engine main: freed buffers stay in the heap
-  engine::select_blas_kernels();
+  bench::set_up_like_engine();
   if (!engine::packed_gemm_available()) {
     std::printf("packed kernels unavailable here (no AVX-512F, or ENGINE_PACKED_GEMM=0)\n");
     return 1;
@@ -127,12 +117,12 @@ int main(int argc, char** argv) {
             },
             flops));
       }
-      const double tb = median(blas), tp = median(packed);
+      const double tb = bench::median(blas), tp = bench::median(packed);
       total_blas += tb;
       total_packed += tp;
       std::printf("%-22s %6lld %5lld %5lld %9.1f %9.1f %6.2fx %9.1f\n", p.name, static_cast<long long>(m),
                   static_cast<long long>(p.k), static_cast<long long>(p.n), flops / tb / 1e9, flops / tp / 1e9,
-                  tb / tp, 2.0 * hot_rows * p.k * p.n / median(hot) / 1e9);
+                  tb / tp, 2.0 * hot_rows * p.k * p.n / bench::median(hot) / 1e9);
     }
   }
   std::printf("all products, one step's worth each: OpenBLAS %.3f ms, packed %.3f ms: %.2fx\n", total_blas * 1e3,
