@@ -61,8 +61,9 @@ RunParts build_run(const Recipe& recipe, Accelerator& acc) {
                                             LoaderOptions{d.batch_size, d.workers, d.prefetch, true, seed});
   // The validation samples come back every epoch through the same (usually not random) transforms:
   // up to 512 MiB of them are kept after the first pass instead of being decoded and resized again
-  // (convnext_atto's recipe: 10 MB; where every core trains, a DDP rank paid ~7% of its evaluation
-  // for that work, bench/RESULTS.md). ENGINE_EVAL_CACHE=0 keeps nothing.
+  // (the shipped recipe: 10 MB; where every core trains, a DDP rank's loader took that time from its
+  // evaluation: 2 ranks on 2 cores evaluated 4500 -> 5190 img/s, bench/RESULTS.md). ENGINE_EVAL_CACHE=0
+  // keeps nothing.
   r.valid_loader = std::make_unique<Loader>(
       r.dataset, build_transforms(d.eval_transforms),
       LoaderOptions{eval_batch_size(d), d.workers, d.prefetch, true, seed, int64_t{512} << 20});
