@@ -10,6 +10,12 @@
 # (one process per rank), while the engine's `run` is one process with loader threads. PSS splits
 # shared pages (libtorch, copy-on-write data) among the processes that map them, so its sum is the
 # fair "memory of the job"; the RSS sum double-counts shared pages and is an upper bound.
+#
+# The sampler must not slow what it measures: a sample (a scan of /proc and each process's
+# smaps_rollup) costs ~5-10 ms of CPU, which under `engine launch -n 2` on 2 cores comes out of a
+# rank (and, through the step's barriers, out of both): every 0.25 s it cost the DDP side ~3.5% of its
+# train img/s (2026-12-04, bench/RESULTS.md). So it samples once a second (memory peaks here are
+# plateaus lasting seconds) at the lowest CPU priority.
 import argparse
 import json
 import os
@@ -57,13 +63,14 @@ def rollup_kib(pid):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("-o", "--output", required=True)
-    ap.add_argument("--interval", type=float, default=0.25)
+    ap.add_argument("--interval", type=float, default=1.0)
     ap.add_argument("command", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
     if not cmd:
         sys.exit("treemem.py: no command (usage: treemem.py -o mem.json -- COMMAND ...)")
     proc = subprocess.Popen(cmd)
+    os.nice(19)  # after the fork: COMMAND keeps the caller's priority
     peak_rss = peak_pss = peak_procs = 0
     while proc.poll() is None:
         pids = tree(proc.pid)
