@@ -76,27 +76,48 @@ std::string library_name() {
 
 }  // namespace
 
+// Times an sgemm with `better` against the family in use (`current`); `better` stays in use only
+// when `keep` and it ran >= 1.1x faster, else `current` is put back. {0, 0} when nothing could be timed.
+struct Trial {
+  double current_gflops = 0, better_gflops = 0;
+  // 10% is above the noise of two back-to-back timings on a busy machine; a family that is not faster
+  // here (a CPU whose AVX-512 units are narrow, say) is not worth a change.
+  bool faster() const { return current_gflops > 0 && better_gflops >= 1.1 * current_gflops; }
+};
+Trial try_core(const std::string& current, const std::string& better, bool keep) {
+  Trial t;
+  t.current_gflops = sgemm_gflops();
+  if (t.current_gflops <= 0 || !use_openblas_core(better)) return {};  // no sgemm_ to time: nothing is changed
+  t.better_gflops = sgemm_gflops();
+  if (!keep || !t.faster()) use_openblas_core(current);
+  return t;
+}
+
 BlasKernels choose_blas_kernels() {
   BlasKernels k;
   k.library = library_name();
   k.core = k.openblas_core = openblas_core();
   if (k.library.empty() || k.core.empty()) return k;
-  if (const char* forced = std::getenv("OPENBLAS_CORETYPE"); forced && *forced) return k;  // the user's choice
   if (switched_off("ENGINE_BLAS_KERNELS")) return k;
   const std::string better = better_openblas_core(k.openblas_core, cpu_isa());
-  if (better.empty()) return k;
-  const double before = sgemm_gflops();
-  if (before <= 0 || !use_openblas_core(better)) return k;  // no sgemm_ to time: nothing is changed
-  const double after = sgemm_gflops();
-  // A family that is not faster here (a CPU whose AVX-512 units are narrow, say) is not kept:
-  // 10% is above the noise of two back-to-back timings on a busy machine.
-  if (after < 1.1 * before) {
-    use_openblas_core(k.openblas_core);
+  if (const char* forced = std::getenv("OPENBLAS_CORETYPE"); forced && *forced) {
+    // The user's choice (or the machine image's) stays; what it costs is measured, for the run's note.
+    k.forced = forced;
+    if (better.empty()) return k;
+    const Trial t = try_core(k.openblas_core, better, /*keep=*/false);
+    if (t.faster()) {
+      k.passed_over = better;
+      k.openblas_gflops = t.current_gflops;
+      k.passed_over_gflops = t.better_gflops;
+    }
     return k;
   }
+  if (better.empty()) return k;
+  const Trial t = try_core(k.openblas_core, better, /*keep=*/true);
+  if (!t.faster()) return k;
   k.core = openblas_core();
-  k.openblas_gflops = before;
-  k.core_gflops = after;
+  k.openblas_gflops = t.current_gflops;
+  k.core_gflops = t.better_gflops;
   return k;
 }
 
@@ -154,6 +175,10 @@ const BlasKernels& select_blas_kernels() {
 
 std::string blas_kernels_note() {
   const BlasKernels& k = select_blas_kernels();
+  if (!k.passed_over.empty())
+    return fmt::format("OPENBLAS_CORETYPE={} in the environment keeps {} on its {} kernels; this CPU runs its {} kernels at {:.0f} "
+                       "GFLOP/s against {:.0f} (sgemm at one thread, measured at start): unset OPENBLAS_CORETYPE to let the engine choose",
+                       k.forced, k.library, k.core, k.passed_over, k.passed_over_gflops, k.openblas_gflops);
   if (!k.switched()) return "";
   return fmt::format("{} picked its {} kernels, older than this CPU supports; running its {} kernels instead: sgemm {:.0f} vs {:.0f} GFLOP/s at one thread, measured at start "
                      "(OPENBLAS_CORETYPE=name chooses, ENGINE_BLAS_KERNELS=0 keeps OpenBLAS's choice)",

@@ -33,6 +33,9 @@ struct BlasKernels {
   std::string core;           ///< the family in use now
   double openblas_gflops = 0; ///< sgemm at 1 thread with OpenBLAS's family (measured only when a switch was tried)
   double core_gflops = 0;     ///< the same with the family in use
+  std::string forced;         ///< OPENBLAS_CORETYPE as the environment set it ("" when unset)
+  std::string passed_over;    ///< a family measured >= 1.1x faster here that `forced` keeps out ("" when none)
+  double passed_over_gflops = 0;  ///< its sgemm at 1 thread (openblas_gflops: the forced family's)
   bool switched() const { return core != openblas_core; }
 };
 
@@ -41,14 +44,18 @@ struct BlasKernels {
 /// thread with each (~10 ms) and keeps the faster, by OpenBLAS's own mechanism (its
 /// OPENBLAS_CORETYPE, read by a re-initialisation of its dispatch table). Leaves everything as
 /// OpenBLAS chose when the user set OPENBLAS_CORETYPE, when ENGINE_BLAS_KERNELS=0, when the BLAS
-/// is not an OpenBLAS built with DYNAMIC_ARCH, or when nothing better is available.
+/// is not an OpenBLAS built with DYNAMIC_ARCH, or when nothing better is available. Where
+/// OPENBLAS_CORETYPE holds an older family than this CPU runs, the better one is timed all the same
+/// and put back (`passed_over`, for the run's note): a machine image may set it for every program
+/// (one Zen 5 VM here: OPENBLAS_CORETYPE=Haswell, sgemm 99 vs 196 GFLOP/s with SkylakeX's kernels).
 const BlasKernels& select_blas_kernels();
 
 /// The work of select_blas_kernels(), done on each call (tests; select_blas_kernels() keeps the
 /// first result).
 BlasKernels choose_blas_kernels();
 
-/// One line for the run header when select_blas_kernels() replaced OpenBLAS's choice; "" otherwise.
+/// One line for the run header when select_blas_kernels() replaced OpenBLAS's choice, or when
+/// OPENBLAS_CORETYPE keeps out a family measured faster; "" otherwise.
 std::string blas_kernels_note();
 
 /// Makes OpenBLAS use the kernel family `core` (any case) from now on. Returns false, with

@@ -8,6 +8,9 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "engine/core/blas.h"
@@ -39,6 +42,20 @@ double sgemm_error() {
   return worst;
 }
 
+// Sets (or, with nullptr, unsets) an environment variable for one scope; puts the old value back.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    value ? setenv(name, value, 1) : unsetenv(name);
+  }
+  ~ScopedEnv() { old_ ? setenv(name_, old_->c_str(), 1) : unsetenv(name_); }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
 }  // namespace
 
 TEST_CASE("better_openblas_core: the CPU's own kernel generation when OpenBLAS picked an older one") {
@@ -64,6 +81,8 @@ TEST_CASE("use_openblas_core: OpenBLAS runs the family asked for, products stay 
   }
   const std::string original = engine::openblas_core();
   REQUIRE(!original.empty());
+  const char* env = std::getenv("OPENBLAS_CORETYPE");  // a machine's image may set one
+  const std::optional<std::string> env_before = env ? std::optional<std::string>(env) : std::nullopt;
   const double base_error = sgemm_error();
   CHECK(base_error < 1e-3);
   // Prescott is in every x86-64 DYNAMIC_ARCH build: the family an unknown CPU model falls back to.
@@ -80,7 +99,9 @@ TEST_CASE("use_openblas_core: OpenBLAS runs the family asked for, products stay 
   CHECK(engine::openblas_core() == (better.empty() ? "Prescott" : better));
   REQUIRE(engine::use_openblas_core(original));
   CHECK(engine::openblas_core() == original);
-  CHECK(std::getenv("OPENBLAS_CORETYPE") == nullptr);  // the environment is left as it was
+  // The environment is left as it was.
+  env = std::getenv("OPENBLAS_CORETYPE");
+  CHECK((env ? std::optional<std::string>(env) : std::nullopt) == env_before);
 }
 
 TEST_CASE("choose_blas_kernels: an OpenBLAS on its oldest kernels is moved to this CPU's, measured faster") {
@@ -90,10 +111,11 @@ TEST_CASE("choose_blas_kernels: an OpenBLAS on its oldest kernels is moved to th
   }
   const std::string original = engine::openblas_core();
   const std::string better = engine::better_openblas_core("Prescott", engine::cpu_isa());
-  if (better.empty() || std::getenv("OPENBLAS_CORETYPE") || std::getenv("ENGINE_BLAS_KERNELS")) {
-    MESSAGE("no AVX2 on this CPU, or the choice is set from outside: nothing to choose");
+  if (better.empty() || std::getenv("ENGINE_BLAS_KERNELS")) {
+    MESSAGE("no AVX2 on this CPU, or ENGINE_BLAS_KERNELS is set: nothing to choose");
     return;
   }
+  const ScopedEnv no_forced_core("OPENBLAS_CORETYPE", nullptr);  // where the machine's image sets one
   // As OpenBLAS 0.3.21 leaves it on a CPU model it does not know.
   REQUIRE(engine::use_openblas_core("Prescott"));
   const engine::BlasKernels k = engine::choose_blas_kernels();
@@ -106,5 +128,44 @@ TEST_CASE("choose_blas_kernels: an OpenBLAS on its oldest kernels is moved to th
   // SSE3 vs AVX2 kernels: 2.5-5x measured; the choice needs 1.1x.
   CHECK(k.core_gflops > 1.1 * k.openblas_gflops);
   CHECK(sgemm_error() < 1e-3);
+  REQUIRE(engine::use_openblas_core(original));
+}
+
+TEST_CASE("choose_blas_kernels: OPENBLAS_CORETYPE stays in use, and a family measured faster is named for the note") {
+  if (!load_openblas()) {
+    MESSAGE("no libopenblas.so.0 here (tools/setup.sh installs it)");
+    return;
+  }
+  const std::string original = engine::openblas_core();
+  const std::string better = engine::better_openblas_core("Prescott", engine::cpu_isa());
+  if (better.empty() || std::getenv("ENGINE_BLAS_KERNELS")) {
+    MESSAGE("no AVX2 on this CPU, or ENGINE_BLAS_KERNELS is set: nothing to compare");
+    return;
+  }
+  {
+    const ScopedEnv forced("OPENBLAS_CORETYPE", "prescott");  // any case, as OpenBLAS reads it
+    REQUIRE(engine::use_openblas_core("Prescott"));
+    const engine::BlasKernels k = engine::choose_blas_kernels();
+    MESSAGE(k.core << " " << k.openblas_gflops << " GFLOP/s, passed over: " << k.passed_over << " "
+                   << k.passed_over_gflops << " GFLOP/s");
+    CHECK(k.forced == "prescott");
+    CHECK_FALSE(k.switched());
+    CHECK(k.core == "Prescott");
+    CHECK(engine::openblas_core() == "Prescott");  // the user's family is back in use
+    CHECK(std::string(std::getenv("OPENBLAS_CORETYPE")) == "prescott");
+    // SSE3 vs AVX2 kernels: 2.5-5x measured.
+    CHECK(k.passed_over == better);
+    CHECK(k.passed_over_gflops > 1.1 * k.openblas_gflops);
+    CHECK(sgemm_error() < 1e-3);
+  }
+  {
+    // Already this CPU's generation: nothing timed, nothing named.
+    const ScopedEnv forced("OPENBLAS_CORETYPE", better.c_str());
+    REQUIRE(engine::use_openblas_core(better));
+    const engine::BlasKernels k = engine::choose_blas_kernels();
+    CHECK(k.core == better);
+    CHECK(k.passed_over.empty());
+    CHECK(k.openblas_gflops == 0);
+  }
   REQUIRE(engine::use_openblas_core(original));
 }
