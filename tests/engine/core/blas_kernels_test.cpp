@@ -42,6 +42,21 @@ double sgemm_error() {
   return worst;
 }
 
+// The family this CPU runs beyond OpenBLAS's oldest (Prescott), or "" (with a message) where there is
+// nothing to choose between: no OpenBLAS loaded, no AVX2, or ENGINE_BLAS_KERNELS set.
+std::string family_to_choose() {
+  if (!load_openblas()) {
+    MESSAGE("no libopenblas.so.0 here (tools/setup.sh installs it)");
+    return "";
+  }
+  const std::string better = engine::better_openblas_core("Prescott", engine::cpu_isa());
+  if (better.empty() || std::getenv("ENGINE_BLAS_KERNELS")) {
+    MESSAGE("no AVX2 on this CPU, or ENGINE_BLAS_KERNELS is set: nothing to choose");
+    return "";
+  }
+  return better;
+}
+
 // Sets (or, with nullptr, unsets) an environment variable for one scope; puts the old value back.
 class ScopedEnv {
  public:
@@ -105,16 +120,9 @@ TEST_CASE("use_openblas_core: OpenBLAS runs the family asked for, products stay 
 }
 
 TEST_CASE("choose_blas_kernels: an OpenBLAS on its oldest kernels is moved to this CPU's, measured faster") {
-  if (!load_openblas()) {
-    MESSAGE("no libopenblas.so.0 here (tools/setup.sh installs it)");
-    return;
-  }
+  const std::string better = family_to_choose();
+  if (better.empty()) return;
   const std::string original = engine::openblas_core();
-  const std::string better = engine::better_openblas_core("Prescott", engine::cpu_isa());
-  if (better.empty() || std::getenv("ENGINE_BLAS_KERNELS")) {
-    MESSAGE("no AVX2 on this CPU, or ENGINE_BLAS_KERNELS is set: nothing to choose");
-    return;
-  }
   const ScopedEnv no_forced_core("OPENBLAS_CORETYPE", nullptr);  // where the machine's image sets one
   // As OpenBLAS 0.3.21 leaves it on a CPU model it does not know.
   REQUIRE(engine::use_openblas_core("Prescott"));
@@ -132,16 +140,9 @@ TEST_CASE("choose_blas_kernels: an OpenBLAS on its oldest kernels is moved to th
 }
 
 TEST_CASE("choose_blas_kernels: OPENBLAS_CORETYPE stays in use, and a family measured faster is named for the note") {
-  if (!load_openblas()) {
-    MESSAGE("no libopenblas.so.0 here (tools/setup.sh installs it)");
-    return;
-  }
+  const std::string better = family_to_choose();
+  if (better.empty()) return;
   const std::string original = engine::openblas_core();
-  const std::string better = engine::better_openblas_core("Prescott", engine::cpu_isa());
-  if (better.empty() || std::getenv("ENGINE_BLAS_KERNELS")) {
-    MESSAGE("no AVX2 on this CPU, or ENGINE_BLAS_KERNELS is set: nothing to compare");
-    return;
-  }
   {
     const ScopedEnv forced("OPENBLAS_CORETYPE", "prescott");  // any case, as OpenBLAS reads it
     REQUIRE(engine::use_openblas_core("Prescott"));
