@@ -10,6 +10,7 @@
 
 #include "engine/core/allocator.h"
 #include "engine/core/blas_kernels.h"
+#include "engine/accelerator/onednn_convs.h"
 #include "engine/core/cpu_threads.h"
 
 namespace bench {
@@ -22,6 +23,7 @@ inline void set_up_like_engine() {
   engine::set_blas_threads(at::get_num_threads());
   engine::tune_allocator();
   engine::select_blas_kernels();
+  engine::check_onednn_convs();
 }
 
 inline double median(std::vector<double> v) {

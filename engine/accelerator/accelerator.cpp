@@ -17,6 +17,7 @@
 #include "engine/accelerator/grad_span.h"
 #include "engine/accelerator/shared_memory_collectives.h"
 #include "engine/core/blas_kernels.h"
+#include "engine/accelerator/onednn_convs.h"
 #include "engine/core/cpu_threads.h"
 #include "engine/core/env.h"
 #include "engine/core/errors.h"
@@ -48,6 +49,7 @@ std::unique_ptr<Accelerator> Accelerator::create(const AcceleratorOptions& opts,
   // engine's main() has done this already; a program that embeds the engine (examples/) gets it here,
   // before its first training step multiplies a matrix.
   select_blas_kernels();
+  check_onednn_convs();  // before the first convolution (onednn_convs.h)
   const bool cuda = torch::cuda::is_available();
   if (opts.device == "cuda" && !cuda)
     throw UserError("accelerator.device = \"cuda\" but no CUDA device is available (this LibTorch build: " +

@@ -8,6 +8,7 @@
 
 #include "engine/cli/commands.h"
 #include "engine/core/blas_kernels.h"
+#include "engine/accelerator/onednn_convs.h"
 #include "engine/core/version.h"
 
 namespace engine {
@@ -42,6 +43,14 @@ std::string blas_text() {
                      k.core, k.openblas_core, k.core);
 }
 
+// LibTorch's oneDNN convolutions, as checked on this machine (onednn_convs.h).
+std::string onednn_text() {
+  const OnednnConvs& r = check_onednn_convs();
+  if (!r.checked) return "not checked (LibTorch without oneDNN, oneDNN already off, or ENGINE_ONEDNN_CHECK=0)";
+  if (r.turned_off) return fmt::format("off: wrong results here ({}); LibTorch's own convolutions are used", r.wrong);
+  return fmt::format("on (its convolutions checked against LibTorch's own: {} agree)", r.probes);
+}
+
 }  // namespace
 
 std::string version_text() {
@@ -65,8 +74,9 @@ std::string version_text() {
       "  CUDA          {}\n"
       "  NCCL          {}\n"
       "  Gloo          {}\n"
-      "  BLAS          {}\n",
-      engine_version(), git_revision(), build_type(), TORCH_VERSION, cuda_text(), nccl, gloo, blas_text());
+      "  BLAS          {}\n"
+      "  oneDNN        {}\n",
+      engine_version(), git_revision(), build_type(), TORCH_VERSION, cuda_text(), nccl, gloo, blas_text(), onednn_text());
 }
 
 }  // namespace engine

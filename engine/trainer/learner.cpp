@@ -9,6 +9,7 @@
 
 #include "components/datasets/image_files.h"
 #include "engine/core/blas_kernels.h"
+#include "engine/accelerator/onednn_convs.h"
 #include "engine/core/errors.h"
 #include "engine/io/safetensors.h"
 #include "engine/io/weights.h"
@@ -63,6 +64,7 @@ Learner::~Learner() = default;
 
 std::unique_ptr<Learner> Learner::load(const std::string& path, const LearnerOptions& options) {
   select_blas_kernels();  // as engine's main() does, for programs that embed the engine (blas_kernels.h)
+  check_onednn_convs();   // as Accelerator::create does, before the first convolution (onednn_convs.h)
   SafetensorsFile file = load_safetensors(path);
   auto meta = [&](const char* key) -> const std::string& {
     auto it = file.metadata.find(key);

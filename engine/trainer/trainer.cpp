@@ -18,6 +18,7 @@
 #include "components/optimizers/shardable_step.h"
 #include "engine/accelerator/grad_span.h"
 #include "engine/core/blas_kernels.h"
+#include "engine/accelerator/onednn_convs.h"
 #include "engine/core/errors.h"
 #include "engine/core/preemption.h"
 #include "engine/core/rng.h"
@@ -431,6 +432,7 @@ Values Trainer::run() {
       << "  accelerator: " << acc_.describe() << "\n";
     if (const std::string note = acc_.precision_note(); !note.empty()) s << "  note: " << note << "\n";
     if (const std::string note = blas_kernels_note(); !note.empty()) s << "  note: " << note << "\n";
+    if (const std::string note = onednn_convs_note(); !note.empty()) s << "  note: " << note << "\n";
     s << "  data: " << parts_.dataset->describe() << "; " << parts_.split.train.size() << " train / "
       << parts_.split.valid.size() << " valid\n"
       << "  batch: " << d.batch_size << " per process x " << world;

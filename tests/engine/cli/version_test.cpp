@@ -7,6 +7,7 @@
 #include <fstream>
 #include <regex>
 
+#include "engine/accelerator/onednn_convs.h"
 #include "engine/core/blas_kernels.h"
 #include "tests/support/files.h"
 #include "tests/support/paths.h"
@@ -100,4 +101,18 @@ TEST_CASE("engine --version names OpenBLAS's kernels: OPENBLAS_CORETYPE wins, ol
   } else {
     CHECK((line == kept_line || line.find(", " + better + " kernels (it picked " + picked) != std::string::npos));
   }
+}
+
+TEST_CASE("engine --version says whether LibTorch's oneDNN convolutions were checked, kept or turned off") {
+  // The same machine and LibTorch as this test process, which ran the same check (onednn_setup.cpp).
+  const engine::OnednnConvs& here = engine::check_onednn_convs();
+  const std::string line = field(run_command(engine_binary() + " --version").output, "oneDNN");
+  if (!here.checked)
+    CHECK_MESSAGE(line.rfind("not checked", 0) == 0, line);
+  else if (here.turned_off)
+    CHECK_MESSAGE(std::regex_match(line, std::regex(R"(off: wrong results here \((float|bf16) .*% off\); LibTorch's own convolutions are used)")), line);
+  else
+    CHECK_MESSAGE(std::regex_match(line, std::regex(R"(on \(its convolutions checked against LibTorch's own: [0-9]+ agree\))")), line);
+  const std::string skipped = field(run_command("ENGINE_ONEDNN_CHECK=0 " + engine_binary() + " --version").output, "oneDNN");
+  CHECK_MESSAGE(skipped.rfind("not checked", 0) == 0, skipped);
 }

@@ -1,0 +1,119 @@
+#include "engine/accelerator/onednn_convs.h"
+
+#include <ATen/Context.h>
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "engine/core/env.h"
+
+namespace engine {
+namespace {
+
+// One convolution the engine's models run: channels, square map size, output channels, square
+// kernel, stride, padding, layout.
+struct Probe {
+  const char* what;
+  int64_t c, size, cout, k, stride, pad;
+  bool channels_last;
+};
+
+// The shapes of ResNet's and ConvNeXt's convolutions at small sizes (batch 2): each of the first
+// three was wrong on the machine the header names, the others are there for the kernels oneDNN
+// picks for them.
+const Probe kProbes[] = {
+    {"a 1x1 stride-2 convolution (a ResNet shortcut), channels-last", 24, 4, 40, 1, 2, 0, true},
+    {"a 2x2 stride-2 convolution (a ConvNeXt downsample)", 40, 10, 80, 2, 2, 0, false},
+    {"a 2x2 stride-2 convolution (a ConvNeXt downsample), channels-last", 40, 10, 80, 2, 2, 0, true},
+    {"a 4x4 stride-4 convolution (a patchify stem)", 1, 40, 40, 4, 4, 0, false},
+    {"a 4x4 stride-4 convolution (a patchify stem), channels-last", 3, 40, 40, 4, 4, 0, true},
+    {"a 3x3 convolution, channels-last", 32, 8, 32, 3, 1, 1, true},
+    {"a 3x3 stride-2 convolution, channels-last", 32, 8, 64, 3, 2, 1, true},
+    {"a 7x7 stride-2 convolution (a ResNet stem), channels-last", 3, 28, 16, 7, 2, 3, true},
+    {"a 1x1 convolution, channels-last", 40, 10, 160, 1, 1, 0, true},
+};
+
+// Deterministic values in [-scale, scale], without touching the global random generator (a probe
+// must not change what a seeded run draws).
+torch::Tensor wave(at::IntArrayRef sizes, double step, double scale) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return (torch::sin(torch::arange(n, torch::kDouble) * step + 0.1) * scale).to(torch::kFloat).reshape(sizes);
+}
+
+// Output, input gradient and weight gradient of one probe in `dtype`, in float. Values are rounded
+// to `values` first, so that a float reference sees the inputs a bf16 convolution sees.
+std::vector<torch::Tensor> run(const Probe& p, torch::ScalarType dtype, torch::ScalarType values) {
+  const auto format = p.channels_last ? torch::MemoryFormat::ChannelsLast : torch::MemoryFormat::Contiguous;
+  auto make = [&](at::IntArrayRef sizes, double step, double scale) {
+    return wave(sizes, step, scale).to(values).to(dtype).contiguous(format);
+  };
+  auto x = make({2, p.c, p.size, p.size}, 0.7311, 1.0).requires_grad_();
+  auto w = make({p.cout, p.c, p.k, p.k}, 0.377, 0.2).requires_grad_();
+  auto y = torch::conv2d(x, w, torch::Tensor(), std::vector<int64_t>{p.stride, p.stride}, std::vector<int64_t>{p.pad, p.pad});
+  auto up = make(y.sizes(), 1.913, 1.0);
+  auto grads = torch::autograd::grad({y}, {x, w}, {up});
+  return {y.detach().to(torch::kFloat), grads[0].to(torch::kFloat), grads[1].to(torch::kFloat)};
+}
+
+// max |a - b| / max |b|.
+double relative_error(const torch::Tensor& a, const torch::Tensor& b) {
+  const double scale = b.abs().max().item<double>();
+  return (a - b).abs().max().item<double>() / std::max(scale, 1e-30);
+}
+
+}  // namespace
+
+OnednnConvs probe_onednn_convs() {
+  OnednnConvs r;
+  auto& context = at::globalContext();
+  if (!at::hasMKLDNN() || !context.userEnabledMkldnn()) return r;
+  torch::AutoGradMode grad_mode(true);
+  const char* parts[] = {"output", "input gradient", "weight gradient"};
+  for (const Probe& p : kProbes) {
+    for (torch::ScalarType dtype : {torch::kFloat, torch::kBFloat16}) {
+      std::vector<torch::Tensor> onednn;
+      try {
+        onednn = run(p, dtype, dtype);
+      } catch (const c10::Error&) {
+        continue;  // no bf16 convolution on this CPU: nothing runs there to be wrong
+      }
+      context.setUserEnabledMkldnn(false);
+      const auto own = run(p, torch::kFloat, dtype);  // the reference: LibTorch's own float convolution
+      context.setUserEnabledMkldnn(true);
+      ++r.probes;
+      // float: the two differ in summation order only (1e-7 measured); bf16 rounds inputs and
+      // outputs to 8 bits (~0.4% of the largest value); the wrong results measured were 13-69% off.
+      const double tolerance = dtype == torch::kFloat ? 1e-4 : 0.03;
+      for (int i = 0; i < 3 && r.wrong.empty(); ++i) {
+        const double err = relative_error(onednn[i], own[i]);
+        if (err > tolerance)
+          r.wrong = fmt::format("{} {}: its {} was {:.0f}% off", dtype == torch::kFloat ? "float" : "bf16", p.what,
+                                parts[i], 100 * err);
+      }
+    }
+  }
+  r.checked = true;
+  if (!r.wrong.empty()) {
+    context.setUserEnabledMkldnn(false);
+    r.turned_off = true;
+  }
+  return r;
+}
+
+const OnednnConvs& check_onednn_convs() {
+  static const OnednnConvs r = switched_off("ENGINE_ONEDNN_CHECK") ? OnednnConvs{} : probe_onednn_convs();
+  return r;
+}
+
+std::string onednn_convs_note() {
+  const OnednnConvs& r = check_onednn_convs();
+  if (!r.turned_off) return "";
+  return fmt::format("LibTorch {}'s oneDNN convolutions computed wrong results on this machine ({}, against LibTorch's "
+                     "own): oneDNN is off for this run, convolutions run LibTorch's own kernels (correct, slower)",
+                     TORCH_VERSION, r.wrong);
+}
+
+}  // namespace engine
