@@ -26,7 +26,8 @@ struct OnednnConvs {
 /// Once per process, before the first training or prediction step (Accelerator::create,
 /// Learner::load, the test and bench mains): runs the probes when LibTorch has oneDNN and it is on,
 /// and turns oneDNN off (at::globalContext().setUserEnabledMkldnn(false)) where one disagrees.
-/// ENGINE_ONEDNN_CHECK=0 skips the check and leaves oneDNN as LibTorch set it. ~0.1 s.
+/// ENGINE_ONEDNN_CHECK=0 skips the check and leaves oneDNN as LibTorch set it. 0.1-0.3 s measured
+/// (oneDNN JIT-compiles a kernel per shape and direction).
 const OnednnConvs& check_onednn_convs();
 
 /// The work of check_onednn_convs(), done on each call (tests): oneDNN's state is left as found
