@@ -9,14 +9,11 @@
 
 #include <vector>
 
+#include "tests/components/models/model_fixtures.h"
+
 using namespace engine;
 
 namespace {
-
-// max |a - b| / max |b|, b the double-precision reference.
-double error_of(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a.to(torch::kDouble) - b).abs().max().item<double>() / b.abs().max().item<double>();
-}
 
 // Sets oneDNN's switch for a scope and puts back what it was.
 struct MkldnnSwitch {
@@ -53,9 +50,9 @@ TEST_CASE("convolutions in an engine process match a double-precision reference:
       auto wd = w.detach().to(torch::kDouble).contiguous().requires_grad_();
       auto yd = torch::conv2d(xd, wd, torch::Tensor(), stride, pad);
       yd.backward(up.to(torch::kDouble));
-      CHECK(error_of(y.detach(), yd.detach()) < 1e-5);
-      CHECK(error_of(x.grad(), xd.grad()) < 1e-5);
-      CHECK(error_of(w.grad(), wd.grad()) < 1e-5);
+      CHECK(test::rel_diff(y.detach(), yd.detach()) < 1e-5);
+      CHECK(test::rel_diff(x.grad(), xd.grad()) < 1e-5);
+      CHECK(test::rel_diff(w.grad(), wd.grad()) < 1e-5);
     }
 }
 
