@@ -1,6 +1,7 @@
 #pragma once
 // Shared by the model tests: options without TOML, a seeded resnet, parameter counts, UserError
-// messages and tensor differences.
+// messages, tensor differences and the oneDNN switch.
+#include <ATen/Context.h>
 #include <torch/torch.h>
 
 #include <fstream>
@@ -36,6 +37,16 @@ inline std::unique_ptr<ResNet> seeded_resnet(uint64_t seed, const ResNetOptions&
 inline double rel_diff(const torch::Tensor& a, const torch::Tensor& b) {
   return (a - b).abs().max().item<double>() / (1e-6 + b.abs().max().item<double>());
 }
+
+/// oneDNN's switch set for a scope, then put back: `MkldnnSwitch off(false)` makes torch::conv2d
+/// LibTorch's own kernels, the reference a wrong oneDNN kernel cannot move (onednn_convs.h).
+struct MkldnnSwitch {
+  bool before = at::globalContext().userEnabledMkldnn();
+  explicit MkldnnSwitch(bool on) { at::globalContext().setUserEnabledMkldnn(on); }
+  ~MkldnnSwitch() { at::globalContext().setUserEnabledMkldnn(before); }
+  MkldnnSwitch(const MkldnnSwitch&) = delete;
+  MkldnnSwitch& operator=(const MkldnnSwitch&) = delete;
+};
 
 inline int64_t count_params(const torch::nn::Module& m) {
   int64_t n = 0;

@@ -9,22 +9,16 @@
 
 #include <vector>
 
+#include "components/models/routed_conv.h"
 #include "tests/components/models/model_fixtures.h"
 
 using namespace engine;
 
-namespace {
-
-// Sets oneDNN's switch for a scope and puts back what it was.
-struct MkldnnSwitch {
-  bool before = at::globalContext().userEnabledMkldnn();
-  explicit MkldnnSwitch(bool on) { at::globalContext().setUserEnabledMkldnn(on); }
-  ~MkldnnSwitch() { at::globalContext().setUserEnabledMkldnn(before); }
-};
-
-}  // namespace
+using test::MkldnnSwitch;
 
 TEST_CASE("convolutions in an engine process match a double-precision reference: output and both gradients") {
+  // engine::routed_conv2d, which the models call: torch::conv2d, or the GEMMs where the check routed the
+  // patch convolutions there.
   // The shapes LibTorch 2.6's oneDNN got wrong on a Zen 5 VM (13-69% off, in the output or the
   // input gradient), at a batch other than the probes' own, and their neighbours.
   struct Shape {
@@ -43,7 +37,7 @@ TEST_CASE("convolutions in an engine process match a double-precision reference:
       auto x = torch::randn({8, s.c, s.size, s.size}).contiguous(format).requires_grad_();
       auto w = (torch::randn({s.cout, s.c, s.k, s.k}) * 0.1).contiguous(format).requires_grad_();
       const std::vector<int64_t> stride{s.stride, s.stride}, pad{s.pad, s.pad};
-      auto y = torch::conv2d(x, w, torch::Tensor(), stride, pad);
+      auto y = routed_conv2d(x, w, torch::Tensor(), stride, pad);  // what the engine's models run (routed_conv.h)
       auto up = torch::randn(y.sizes());
       y.backward(up);
       auto xd = x.detach().to(torch::kDouble).contiguous().requires_grad_();
@@ -59,7 +53,10 @@ TEST_CASE("convolutions in an engine process match a double-precision reference:
 TEST_CASE("the oneDNN check draws nothing from the global generator and leaves oneDNN on where it agrees") {
   const OnednnConvs& first = check_onednn_convs();
   CHECK(&first == &check_onednn_convs());  // once per process
-  MESSAGE("oneDNN " << (first.checked ? (first.turned_off ? "off: " + first.wrong : "checked and kept") : "not checked"));
+  MESSAGE("oneDNN " << (!first.checked      ? "not checked"
+                        : first.turned_off     ? "off: " + first.wrong
+                        : first.patches_routed ? "kept, patch convolutions routed: " + first.wrong
+                                               : "checked and kept"));
   MkldnnSwitch on(true);
   torch::manual_seed(3);
   const auto expected = torch::rand({16});
@@ -72,10 +69,15 @@ TEST_CASE("the oneDNN check draws nothing from the global generator and leaves o
   }
   CHECK(r.checked);
   CHECK(r.probes >= 9);  // every shape in float at least
-  CHECK(r.turned_off == !r.wrong.empty());
+  CHECK(!(r.turned_off && r.patches_routed));
+  CHECK((r.turned_off || r.patches_routed) == !r.wrong.empty());
   CHECK(at::globalContext().userEnabledMkldnn() == !r.turned_off);
+  if (r.patches_routed) CHECK(patch_convs_routed());
   // The same machine and LibTorch: the same verdict as the check before the first test case.
-  if (first.checked) CHECK(r.turned_off == first.turned_off);
+  if (first.checked) {
+    CHECK(r.turned_off == first.turned_off);
+    CHECK(r.patches_routed == first.patches_routed);
+  }
 }
 
 TEST_CASE("with oneDNN already off the check probes nothing and turns nothing on") {
