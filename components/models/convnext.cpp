@@ -13,7 +13,6 @@
 #include "components/models/depthwise_conv.h"
 #include "components/models/im2col_conv.h"
 #include "components/models/layers.h"
-#include "components/models/routed_conv.h"
 #include "components/models/simd.h"
 #include "engine/core/cpu_threads.h"
 #include "engine/core/env.h"
@@ -135,8 +134,7 @@ TORCH_MODULE(Block);
 // GEMMs; ENGINE_PATCHIFY_GEMM=0 keeps oneDNN's convolutions (to measure one against the other).
 torch::Tensor patchify(nn::Conv2dImpl& conv, const torch::Tensor& x) {
   if (!switched_off("ENGINE_PATCHIFY_GEMM") && mlp_as_gemm(x)) return patchify_conv2d(x, conv.weight, conv.bias);
-  const int64_t k = conv.weight.size(2);  // stride k, no padding
-  return routed_conv2d(x, conv.weight, conv.bias, {k, k}, {0, 0});  // routed_conv.h
+  return conv.forward(x);
 }
 
 class StageImpl : public nn::Module {

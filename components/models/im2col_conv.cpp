@@ -11,7 +11,6 @@
 
 // simd.h's vector helpers (unused here) draw GCC's ABI note for AVX vectors: it does not apply.
 #pragma GCC diagnostic ignored "-Wpsabi"
-#include "components/models/routed_conv.h"
 #include "components/models/row_gemm.h"
 #include "components/models/simd.h"
 #include "engine/core/blas.h"
@@ -347,7 +346,7 @@ torch::Tensor conv2d_small_output(const torch::Tensor& x, const torch::Tensor& w
   if (!switched_off("ENGINE_SMALL_CONV_GEMM") && blas_sgemm_available())
     if (auto g = gemm_geometry(x, weight, bias, stride, padding); g && g->ho * g->wo <= kSmallOutputPositions)
       return position_conv2d(*g, x, weight, bias);
-  return routed_conv2d(x, weight, bias, stride, padding);  // routed_conv.h: around convolutions oneDNN gets wrong here
+  return torch::conv2d(x, weight, bias, stride, padding);
 }
 
 }  // namespace engine

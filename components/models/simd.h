@@ -77,15 +77,6 @@ inline bool autocast_cpu() {
 #endif
 }
 
-/// The dtype CPU autocast casts to (bf16 unless set otherwise).
-inline at::ScalarType autocast_cpu_dtype() {
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-  return at::autocast::get_autocast_dtype(at::kCPU);
-#else
-  return at::autocast::get_autocast_cpu_dtype();
-#endif
-}
-
 /// CPU autocast off for the guard's lifetime (on 1.13 and 2.x both, "autocast on" is the AutocastCPU
 /// dispatch key not being excluded): ops inside run in their inputs' dtype, and cpu_float() holds
 /// for float32 tensors again. Nested autocast regions and the cast cache are left as they are.

@@ -110,7 +110,8 @@ std::string Accelerator::precision_note() const {
   // LibTorch 1.13's oneDNN bf16 convolutions and matmuls need AVX-512 (avx512bw); without it they
   // fall back to reference loops. Measured on a 2-core AVX2 AMD EPYC, resnet34 at 1 thread (the
   // digits_png recipe tests): 7 train img/s in bf16 vs 60 in fp32. bf16_emulation.h avoids them.
-  if (__builtin_cpu_supports("avx512bw")) {
+  const bool onednn_off = check_onednn_convs().turned_off;  // then LibTorch has no fast bf16 kernels
+  if (__builtin_cpu_supports("avx512bw") && !onednn_off) {
     // Native bf16 kernels (oneDNN). Whether they beat float32 depends on the CPU: on a Zen 4 they ran
     // at 2x OpenBLAS's float32, on an Emerald Rapids without AMX at half of it. Measured, not assumed.
     const GemmRates r = measure_cpu_gemm_rates();
@@ -121,12 +122,13 @@ std::string Accelerator::precision_note() const {
                        r.bf16, r.float32, threads_, threads_ == 1 ? "" : "s");
   }
   if (install_bf16_emulation())
-    return "mixed_precision = \"bf16\" on a CPU without AVX-512: convolutions and matmuls run as fp32 kernels on "
-           "bf16-rounded operands, output rounded to bf16 (native bf16's numbers at fp32 speed, without its memory "
-           "saving); ENGINE_BF16_EMULATION=0 uses LibTorch's own bf16 kernels";
-  return "mixed_precision = \"bf16\" on a CPU without AVX-512: LibTorch runs bf16 convolutions and matmuls in "
-         "fallback kernels, ~8x slower than fp32 here (resnet34: 7 vs 60 img/s measured); "
-         "mixed_precision = \"no\" trains faster on this machine";
+    return fmt::format("mixed_precision = \"bf16\" {}: convolutions and matmuls run as fp32 kernels on bf16-rounded "
+                       "operands, output rounded to bf16 (native bf16's numbers at fp32 speed, without its memory "
+                       "saving); ENGINE_BF16_EMULATION=0 uses LibTorch's own bf16 kernels",
+                       onednn_off ? "with oneDNN off" : "on a CPU without AVX-512");
+  return fmt::format("mixed_precision = \"bf16\" {}: LibTorch runs bf16 convolutions and matmuls in fallback kernels, "
+                     "8-10x slower than fp32 (resnet34 measured); mixed_precision = \"no\" trains faster on this machine",
+                     onednn_off ? "with oneDNN off" : "on a CPU without AVX-512");
 #else
   return "";
 #endif

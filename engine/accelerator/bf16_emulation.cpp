@@ -12,16 +12,19 @@
 #include <string>
 
 #include "components/models/im2col_conv.h"
+#include "engine/accelerator/onednn_convs.h"
 #include "engine/core/env.h"
 
 namespace engine {
 namespace {
 
-#if TORCH_VERSION_MAJOR < 2  // LibTorch 2.x: its own CPU bf16 paths, not measured here
-// This CPU lacks avx512bw and ENGINE_BF16_EMULATION is not "0".
+// ENGINE_BF16_EMULATION is not "0", and LibTorch has no fast bf16 kernels here: the oneDNN check
+// turned oneDNN off (onednn_convs.h), or LibTorch 1.x on a CPU without avx512bw. (LibTorch 2.x with
+// oneDNN on: its own CPU bf16 paths, not measured without AVX-512.)
 bool bf16_emulation_applies() {
   if (switched_off("ENGINE_BF16_EMULATION")) return false;
-#if defined(__x86_64__) && defined(__GNUC__)
+  if (check_onednn_convs().turned_off) return true;
+#if TORCH_VERSION_MAJOR < 2 && defined(__x86_64__) && defined(__GNUC__)
   return !__builtin_cpu_supports("avx512bw");
 #else
   return false;
@@ -94,13 +97,19 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 
 // The dispatcher warns once per kernel that replaces a registered one: expected here, not news.
 struct Quiet : c10::WarningHandler {
+#if TORCH_VERSION_MAJOR >= 2
+  void process(const c10::Warning&) override {}
+};
+using WarningHandlerGuard = c10::WarningUtils::WarningHandlerGuard;
+#else
   void process(const c10::SourceLocation&, const std::string&, const bool) override {}
 };
+using WarningHandlerGuard = c10::Warning::WarningHandlerGuard;
+#endif
 
 std::unique_ptr<torch::Library> install() {
   Quiet quiet;
-  c10::WarningHandler* prev = c10::Warning::get_warning_handler();
-  c10::Warning::set_warning_handler(&quiet);
+  WarningHandlerGuard quiet_while_installing(&quiet);
   auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::AutocastCPU, __FILE__,
                                               __LINE__);
   lib->impl("conv1d", TORCH_FN(conv1d));
@@ -111,24 +120,18 @@ std::unique_ptr<torch::Library> install() {
   lib->impl("bmm", TORCH_FN(bmm));
   lib->impl("baddbmm", TORCH_FN(baddbmm));
   lib->impl("matmul", TORCH_FN(matmul));
-  c10::Warning::set_warning_handler(prev);
   return lib;
 }
 
-#endif
 }  // namespace
 
 bool install_bf16_emulation() {
-#if TORCH_VERSION_MAJOR < 2
   static const bool active = [] {
     if (!bf16_emulation_applies()) return false;
     static std::unique_ptr<torch::Library> lib = install();  // lives as long as the process
     return true;
   }();
   return active;
-#else
-  return false;
-#endif
 }
 
 }  // namespace engine

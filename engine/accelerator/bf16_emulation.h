@@ -13,9 +13,11 @@
 // backward are kept in fp32 (no memory saving on this path).
 namespace engine {
 
-/// Installs the emulation for this process (once; later calls only answer) when this CPU lacks
-/// avx512bw, the build is LibTorch 1.x, and ENGINE_BF16_EMULATION is not "0". Returns whether it
-/// is active. Affects CPU autocast to bf16 only: fp32 code and CUDA are untouched.
+/// Installs the emulation for this process (once; later calls only answer) where LibTorch has no
+/// fast CPU bf16 kernels: the oneDNN check turned oneDNN off (onednn_convs.h: LibTorch's own bf16
+/// convolutions without it ran 10x slower than with it, LibTorch 2.6 on a Zen 5), or LibTorch 1.x
+/// on a CPU without avx512bw; not when ENGINE_BF16_EMULATION is "0". Returns whether it is active.
+/// Affects CPU autocast to bf16 only: fp32 code and CUDA are untouched.
 bool install_bf16_emulation();
 
 }  // namespace engine

@@ -10,9 +10,7 @@
 // own convolutions (oneDNN off) were right to 1e-7, and LibTorch 1.13 was right on the same CPU.
 // A training run would go on with wrong numbers and no error. So each process checks a handful of
 // small convolutions of the shapes the engine's models use, oneDNN's against LibTorch's own, before
-// its first step. Where only strided patch convolutions disagree (stride > 1, stride >= kernel: the
-// three above), those go to the engine's GEMMs (components/models/routed_conv.h; checked the same
-// way) and oneDNN keeps the rest; where any other disagrees, oneDNN is off for the process.
+// its first step, and turns oneDNN off for the process where any of them disagrees.
 #include <string>
 
 namespace engine {
@@ -21,25 +19,22 @@ namespace engine {
 struct OnednnConvs {
   bool checked = false;     ///< LibTorch has oneDNN, it was on, and the probes ran
   bool turned_off = false;  ///< a probe disagreed: oneDNN is off for this process
-  bool patches_routed = false;  ///< only patch convolutions disagreed: they run the engine's GEMMs
   int probes = 0;           ///< convolutions checked (forward, input and weight gradients each)
   std::string wrong;        ///< the first that disagreed and by how much ("" when none)
 };
 
 /// Once per process, before the first training or prediction step (Accelerator::create,
 /// Learner::load, the test and bench mains): runs the probes when LibTorch has oneDNN and it is on,
-/// and routes patch convolutions (route_patch_convs) or turns oneDNN off
-/// (at::globalContext().setUserEnabledMkldnn(false)) where one disagrees.
-/// ENGINE_ONEDNN_CHECK=0 skips the check and leaves oneDNN as LibTorch set it;
-/// ENGINE_PATCH_CONV_ROUTING=0 turns oneDNN off instead of routing. 0.1-0.3 s measured (oneDNN
-/// JIT-compiles a kernel per shape and direction).
+/// and turns oneDNN off (at::globalContext().setUserEnabledMkldnn(false)) where one disagrees.
+/// ENGINE_ONEDNN_CHECK=0 skips the check and leaves oneDNN as LibTorch set it. 0.1-0.3 s measured
+/// (oneDNN JIT-compiles a kernel per shape and direction).
 const OnednnConvs& check_onednn_convs();
 
-/// The work of check_onednn_convs(), done on each call (tests): oneDNN's state and the routing are
-/// left as found unless a probe disagrees.
+/// The work of check_onednn_convs(), done on each call (tests): oneDNN's state is left as found
+/// unless a probe disagrees.
 OnednnConvs probe_onednn_convs();
 
-/// One line for the run header when oneDNN was turned off or patch convolutions routed; "" otherwise.
+/// One line for the run header when oneDNN was turned off; "" otherwise.
 std::string onednn_convs_note();
 
 }  // namespace engine

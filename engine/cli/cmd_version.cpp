@@ -48,9 +48,6 @@ std::string onednn_text() {
   const OnednnConvs& r = check_onednn_convs();
   if (!r.checked) return "not checked (LibTorch without oneDNN, oneDNN already off, or ENGINE_ONEDNN_CHECK=0)";
   if (r.turned_off) return fmt::format("off: wrong results here ({}); LibTorch's own convolutions are used", r.wrong);
-  if (r.patches_routed)
-    return fmt::format("on, but its strided patch convolutions were wrong here ({}): the engine's GEMMs run those",
-                       r.wrong);
   return fmt::format("on (its convolutions checked against LibTorch's own: {} agree)", r.probes);
 }
 

@@ -1,11 +1,13 @@
 // bf16 autocast on a CPU without native bf16 kernels (bf16_emulation.h): the ops run as fp32
 // kernels on bf16-rounded operands. The reference is the exact result on the same bf16 operands
 // (computed in float64), rounded to bf16: what a native bf16 kernel with fp32 accumulation
-// (oneDNN's, with AVX-512) gives. LibTorch 1.13's own fallback conv is measured beside it.
+// (oneDNN's, with AVX-512) gives. LibTorch's own fallback conv is measured beside it. Active on
+// LibTorch 1.x without AVX-512, and on any LibTorch where the oneDNN check turned oneDNN off.
 #include "engine/accelerator/bf16_emulation.h"
 
 #include <doctest/doctest.h>
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include "engine/accelerator/autocast.h"
 
@@ -35,7 +37,7 @@ torch::Tensor bf16_values_in_double(const torch::Tensor& t) { return t.detach().
 TEST_CASE("bf16 emulation: conv2d and linear under autocast give the exact result on bf16 operands, rounded to bf16") {
   const bool active = engine::install_bf16_emulation();
   MESSAGE("bf16 emulation active on this machine: " << active);
-  if (!active) return;  // native bf16 kernels (AVX-512) or LibTorch 2.x: not installed
+  if (!active) return;  // native bf16 kernels (oneDNN): not installed
   torch::manual_seed(0);
   // A resnet basic block's 3x3 conv on ReLU activations, and a classifier head.
   auto x = torch::randn({4, 16, 12, 12}).relu().requires_grad_(true);
@@ -79,7 +81,12 @@ TEST_CASE("bf16 emulation: conv2d and linear under autocast give the exact resul
   auto nat = compare(native, yd.to(torch::kBFloat16), 1e-3);
   MESSAGE("LibTorch's fallback bf16 conv2d vs exact: equal " << nat.equal << " far " << nat.far << " mean |diff| "
                                                              << nat.mean_abs << " (emulated: " << fwd.mean_abs << ")");
+#if TORCH_VERSION_MAJOR < 2
+  // LibTorch 1.13's fallback accumulates in bf16: the emulation is closer to the exact result. (2.6's
+  // own bf16 convolution accumulates in fp32, exact like the emulation, but ran 10x slower than it,
+  // bench/RESULTS.md: the emulation is there for speed.)
   CHECK(fwd.mean_abs <= nat.mean_abs);
+#endif
 
   auto h = torch::randn({8, 64}), fw = torch::randn({10, 64}) * 0.1;
   torch::Tensor logits;

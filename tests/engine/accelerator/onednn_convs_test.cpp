@@ -9,7 +9,6 @@
 
 #include <vector>
 
-#include "components/models/routed_conv.h"
 #include "tests/components/models/model_fixtures.h"
 
 using namespace engine;
@@ -17,8 +16,6 @@ using namespace engine;
 using test::MkldnnSwitch;
 
 TEST_CASE("convolutions in an engine process match a double-precision reference: output and both gradients") {
-  // engine::routed_conv2d, which the models call: torch::conv2d, or the GEMMs where the check routed the
-  // patch convolutions there.
   // The shapes LibTorch 2.6's oneDNN got wrong on a Zen 5 VM (13-69% off, in the output or the
   // input gradient), at a batch other than the probes' own, and their neighbours.
   struct Shape {
@@ -27,17 +24,18 @@ TEST_CASE("convolutions in an engine process match a double-precision reference:
   const std::vector<Shape> shapes{{24, 4, 40, 1, 2, 0},  {64, 8, 128, 1, 2, 0}, {1, 40, 40, 4, 4, 0},
                                   {40, 10, 80, 2, 2, 0}, {80, 5, 160, 2, 2, 0}, {160, 2, 320, 2, 2, 0},
                                   {12, 7, 16, 3, 3, 0},  {32, 8, 64, 3, 2, 1},  {64, 14, 64, 3, 1, 1},
-                                  {3, 28, 16, 7, 2, 3},  {40, 10, 160, 1, 1, 0}};
+                                  {3, 28, 16, 7, 2, 3},  {40, 10, 160, 1, 1, 0}, {160, 10, 40, 1, 1, 0},
+                                  {80, 5, 320, 1, 1, 0}, {320, 5, 80, 1, 1, 0}};
   torch::manual_seed(11);
   for (const Shape& s : shapes)
     for (bool channels_last : {true, false}) {
       INFO(s.c << " -> " << s.cout << " channels on " << s.size << "x" << s.size << ", kernel " << s.k << ", stride "
                 << s.stride << ", padding " << s.pad << (channels_last ? ", channels-last" : ", NCHW"));
       const auto format = channels_last ? torch::MemoryFormat::ChannelsLast : torch::MemoryFormat::Contiguous;
-      auto x = torch::randn({8, s.c, s.size, s.size}).contiguous(format).requires_grad_();
+      auto x = torch::randn({16, s.c, s.size, s.size}).contiguous(format).requires_grad_();
       auto w = (torch::randn({s.cout, s.c, s.k, s.k}) * 0.1).contiguous(format).requires_grad_();
       const std::vector<int64_t> stride{s.stride, s.stride}, pad{s.pad, s.pad};
-      auto y = routed_conv2d(x, w, torch::Tensor(), stride, pad);  // what the engine's models run (routed_conv.h)
+      auto y = torch::conv2d(x, w, torch::Tensor(), stride, pad);
       auto up = torch::randn(y.sizes());
       y.backward(up);
       auto xd = x.detach().to(torch::kDouble).contiguous().requires_grad_();
@@ -53,10 +51,7 @@ TEST_CASE("convolutions in an engine process match a double-precision reference:
 TEST_CASE("the oneDNN check draws nothing from the global generator and leaves oneDNN on where it agrees") {
   const OnednnConvs& first = check_onednn_convs();
   CHECK(&first == &check_onednn_convs());  // once per process
-  MESSAGE("oneDNN " << (!first.checked      ? "not checked"
-                        : first.turned_off     ? "off: " + first.wrong
-                        : first.patches_routed ? "kept, patch convolutions routed: " + first.wrong
-                                               : "checked and kept"));
+  MESSAGE("oneDNN " << (first.checked ? (first.turned_off ? "off: " + first.wrong : "checked and kept") : "not checked"));
   MkldnnSwitch on(true);
   torch::manual_seed(3);
   const auto expected = torch::rand({16});
@@ -68,16 +63,11 @@ TEST_CASE("the oneDNN check draws nothing from the global generator and leaves o
     return;
   }
   CHECK(r.checked);
-  CHECK(r.probes >= 9);  // every shape in float at least
-  CHECK(!(r.turned_off && r.patches_routed));
-  CHECK((r.turned_off || r.patches_routed) == !r.wrong.empty());
+  CHECK(r.probes >= 10);  // every shape in float at least
+  CHECK(r.turned_off == !r.wrong.empty());
   CHECK(at::globalContext().userEnabledMkldnn() == !r.turned_off);
-  if (r.patches_routed) CHECK(patch_convs_routed());
   // The same machine and LibTorch: the same verdict as the check before the first test case.
-  if (first.checked) {
-    CHECK(r.turned_off == first.turned_off);
-    CHECK(r.patches_routed == first.patches_routed);
-  }
+  if (first.checked) CHECK(r.turned_off == first.turned_off);
 }
 
 TEST_CASE("with oneDNN already off the check probes nothing and turns nothing on") {

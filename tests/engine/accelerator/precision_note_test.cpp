@@ -2,13 +2,16 @@
 // kernels (LibTorch's fallbacks are ~8x slower than fp32); the engine emulates them
 // (bf16_emulation.h), and the user is told so before any compute. With AVX-512 the native bf16
 // GEMMs may still be slower than float32 (an Emerald Rapids without AMX: 83 vs 156 GFLOP/s): said too.
+// Where the oneDNN check turned oneDNN off (onednn_convs.h), any LibTorch's bf16 kernels are slow: emulated.
 #include <doctest/doctest.h>
 #include <torch/torch.h>
 
 #include <cstdlib>
 
 #include "engine/accelerator/accelerator.h"
+#include "engine/accelerator/bf16_emulation.h"
 #include "engine/accelerator/gemm_rates.h"
+#include "engine/accelerator/onednn_convs.h"
 #include "engine/accelerator/world.h"
 #include "engine/core/blas_kernels.h"
 #include "engine/core/cpu_threads.h"
@@ -33,7 +36,13 @@ TEST_CASE(
   MESSAGE("this CPU has AVX-512 (avx512bw): " << avx512);
   const std::string note = note_for("bf16");
   MESSAGE("note: " << note);
-  if (avx512) {
+  const OnednnConvs& onednn = check_onednn_convs();
+  if (onednn.turned_off) {
+    // oneDNN off (its convolutions were wrong here): no fast bf16 kernels, on any LibTorch.
+    CHECK(note.find("with oneDNN off") != std::string::npos);
+    CHECK(note.find("fp32 kernels on bf16-rounded operands") != std::string::npos);
+    CHECK(install_bf16_emulation());
+  } else if (avx512) {
     // Native bf16: a note only where bf16 GEMMs are measured slower than float32 ones. The note measured
     // once, this test again: only clear cases are checked.
     const GemmRates r = measure_cpu_gemm_rates();
