@@ -121,14 +121,15 @@ std::string Accelerator::precision_note() const {
                        "= \"no\" (0.8x measured on such a CPU, bench/RESULTS.md)",
                        r.bf16, r.float32, threads_, threads_ == 1 ? "" : "s");
   }
+  const char* why = onednn_off ? "with oneDNN off" : "on a CPU without AVX-512";
   if (install_bf16_emulation())
     return fmt::format("mixed_precision = \"bf16\" {}: convolutions and matmuls run as fp32 kernels on bf16-rounded "
                        "operands, output rounded to bf16 (native bf16's numbers at fp32 speed, without its memory "
                        "saving); ENGINE_BF16_EMULATION=0 uses LibTorch's own bf16 kernels",
-                       onednn_off ? "with oneDNN off" : "on a CPU without AVX-512");
+                       why);
   return fmt::format("mixed_precision = \"bf16\" {}: LibTorch runs bf16 convolutions and matmuls in fallback kernels, "
                      "8-10x slower than fp32 (resnet34 measured); mixed_precision = \"no\" trains faster on this machine",
-                     onednn_off ? "with oneDNN off" : "on a CPU without AVX-512");
+                     why);
 #else
   return "";
 #endif
