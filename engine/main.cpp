@@ -12,7 +12,9 @@ int main(int argc, char** argv) {
   // (or anything else) competing for the same cores, spinning threads starve the ones doing work:
   // measured here on 2 busy cores, convnext_atto trained at 19 img/s with spinning and 256 img/s
   // with passive waiting. libgomp reads the policy once, when it is loaded, so it has to be in the
-  // environment before this process starts: set it and re-execute once. A user's own setting wins.
+  // environment before this process starts: build/engine (engine/entry.cpp) sets it and executes
+  // this program. Started directly without it, set it and re-execute once (LibTorch loads twice,
+  // ~0.6 s). A user's own setting wins.
   if (!std::getenv("OMP_WAIT_POLICY")) {
     setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
     execv("/proc/self/exe", argv);  // returns only on failure: then run as we are

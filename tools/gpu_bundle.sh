@@ -19,7 +19,7 @@
 # of BASE_SONAMES (the image has them: glibc, libstdc++, libgcc_s, zlib) or matches STUBS.
 #
 # --check proves the closure with readelf, not ldd (ldd would resolve against this machine): every
-# DT_NEEDED of every ELF file in the bundle, and of each ELF named (e.g. build/engine), is found in
+# DT_NEEDED of every ELF file in the bundle, and of each ELF named (e.g. build/engine-core), is found in
 # the bundle's library folders, is a base library, or is torch's (TORCH_PATTERNS: the wheel's
 # torch/lib and nvidia/*/lib). --probe also builds a small program with CMakeLists.txt's own
 # find_* calls re-rooted into the bundle (CMAKE_FIND_ROOT_PATH, ONLY) and runs it with

@@ -302,16 +302,19 @@ build() {
 
 # --- ldd -----------------------------------------------------------------------------------------
 RUN_ENV=()
+# The ELF that links LibTorch: build/engine is a small launcher of engine-core beside it (engine/entry.cpp).
+engine_elf() { local c; c="$(dirname "$ENGINE")/engine-core"; if [[ -f "$c" ]]; then echo "$c"; else echo "$ENGINE"; fi; }
 ldd_check() {
-  local out missing
-  out="$(ldd "$ENGINE" 2>&1)"
+  local out missing elf
+  elf="$(engine_elf)"
+  out="$(ldd "$elf" 2>&1)"
   missing="$(grep 'not found' <<< "$out" | awk '{print $1}' | tr '\n' ' ')"
   if [[ -n "$missing" ]]; then
     # The rpath did not do it: say so, and let the runs use LD_LIBRARY_PATH if that does.
     local ld
     ld="$(bundle_libdirs ':')${PYI[torch_dir]:+:${PYI[torch_dir]}/lib}"
-    if LD_LIBRARY_PATH="$ld" ldd "$ENGINE" | grep 'not found' >/dev/null; then
-      LD_LIBRARY_PATH="$ld" ldd "$ENGINE" | grep 'not found'
+    if LD_LIBRARY_PATH="$ld" ldd "$elf" | grep 'not found' >/dev/null; then
+      LD_LIBRARY_PATH="$ld" ldd "$elf" | grep 'not found'
       NOTE="not found: $missing"; return 1
     fi
     RUN_ENV=("LD_LIBRARY_PATH=$ld")
@@ -327,10 +330,10 @@ ldd_check() {
     return 1
   fi
   if command -v readelf >/dev/null && [[ -f "$BUNDLE/libdirs.txt" ]]; then
-    tools/gpu_bundle.sh --check "$BUNDLE" "$ENGINE" | tail -n 3 || NOTE+="readelf closure check failed (see gpu_check.log); "
+    tools/gpu_bundle.sh --check "$BUNDLE" "$elf" | tail -n 3 || NOTE+="readelf closure check failed (see gpu_check.log); "
   fi
   if command -v nm >/dev/null; then
-    if nm -C "$ENGINE" 2>/dev/null | grep NcclCollectives >/dev/null; then NOTE+="NCCL backend built in"
+    if nm -C "$elf" 2>/dev/null | grep NcclCollectives >/dev/null; then NOTE+="NCCL backend built in"
     else NOTE+="no NCCL backend in this build"; fi
   fi
 }
@@ -402,7 +405,7 @@ print("%.1f %.4f %.4f %.1f" % (j["images_per_s"], j["train_loss"], j["valid_accu
 nccl() {
   local gpus="${PYI[gpus]:-0}"
   if ((gpus < 2)); then
-    NOTE="skipped: $gpus GPU (NCCL refuses two ranks on one GPU); $(nm -C "$ENGINE" 2>/dev/null | grep NcclCollectives >/dev/null && echo 'the NCCL backend is built in' || echo 'no NCCL backend in this build')"
+    NOTE="skipped: $gpus GPU (NCCL refuses two ranks on one GPU); $(nm -C "$(engine_elf)" 2>/dev/null | grep NcclCollectives >/dev/null && echo 'the NCCL backend is built in' || echo 'no NCCL backend in this build')"
     return 3
   fi
   env ${RUN_ENV[@]+"${RUN_ENV[@]}"} timeout -k 5 "$STAGE_LIMIT" "$ENGINE" launch -n 2 recipes/mnist_convnext_small.toml \

@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <torch/version.h>
 
+#include <cstdlib>
+
 #include "engine/cli/commands.h"
 #include "engine/core/blas_kernels.h"
 #include "engine/accelerator/onednn_convs.h"
@@ -51,6 +53,14 @@ std::string onednn_text() {
   return fmt::format("on (its convolutions checked against LibTorch's own: {} agree)", r.probes);
 }
 
+// How LibTorch's OpenMP threads wait between parallel regions: build/engine sets PASSIVE unless the
+// user chose (engine/entry.cpp); libgomp read it when this process loaded it.
+std::string openmp_text() {
+  const char* policy = std::getenv("OMP_WAIT_POLICY");
+  if (!policy) return "OMP_WAIT_POLICY unset: threads spin between parallel regions";
+  return fmt::format("OMP_WAIT_POLICY={}", policy);
+}
+
 }  // namespace
 
 std::string version_text() {
@@ -75,8 +85,10 @@ std::string version_text() {
       "  NCCL          {}\n"
       "  Gloo          {}\n"
       "  BLAS          {}\n"
-      "  oneDNN        {}\n",
-      engine_version(), git_revision(), build_type(), TORCH_VERSION, cuda_text(), nccl, gloo, blas_text(), onednn_text());
+      "  oneDNN        {}\n"
+      "  OpenMP        {}\n",
+      engine_version(), git_revision(), build_type(), TORCH_VERSION, cuda_text(), nccl, gloo, blas_text(), onednn_text(),
+      openmp_text());
 }
 
 }  // namespace engine

@@ -5,6 +5,7 @@
 #include <torch/version.h>
 
 #include <fstream>
+#include <iterator>
 #include <regex>
 
 #include "engine/accelerator/onednn_convs.h"
@@ -115,4 +116,27 @@ TEST_CASE("engine --version says whether LibTorch's oneDNN convolutions were che
     CHECK_MESSAGE(std::regex_match(line, std::regex(R"(on \(its convolutions checked against LibTorch's own: [0-9]+ agree\))")), line);
   const std::string skipped = field(run_command("ENGINE_ONEDNN_CHECK=0 " + engine_binary() + " --version").output, "oneDNN");
   CHECK_MESSAGE(skipped.rfind("not checked", 0) == 0, skipped);
+}
+
+TEST_CASE("build/engine starts LibTorch once per command and OpenMP's threads wait passively, unless the user set OMP_WAIT_POLICY") {
+  // libgomp reads OMP_WAIT_POLICY when it is loaded, so the variable must be in the environment before
+  // LibTorch is (engine/entry.cpp). LD_DEBUG=files names each library initialised, in every program
+  // the command executes.
+  auto r = run_command("env -u OMP_WAIT_POLICY LD_DEBUG=files " + engine_binary() + " --version");
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  CHECK(field(r.output, "OpenMP") == "OMP_WAIT_POLICY=PASSIVE");
+  const std::regex init_line("calling init: [^\n]*/libtorch_cpu\\.so");
+  const auto inits = std::distance(std::sregex_iterator(r.output.begin(), r.output.end(), init_line), std::sregex_iterator());
+  CHECK_MESSAGE(inits == 1, "libtorch_cpu initialised " << inits << " times by one `engine --version`");
+
+  auto user = run_command("OMP_WAIT_POLICY=active " + engine_binary() + " --version");
+  REQUIRE_MESSAGE(user.exit_code == 0, user.output);
+  CHECK(field(user.output, "OpenMP") == "OMP_WAIT_POLICY=active");
+
+  // engine-core started directly (as a debugger or perf might) still sets it, by executing itself again.
+  const std::string core = engine_binary().substr(0, engine_binary().find_last_of('/') + 1) + "engine-core";
+  auto direct = run_command("env -u OMP_WAIT_POLICY " + core + " --version");
+  REQUIRE_MESSAGE(direct.exit_code == 0, direct.output);
+  CHECK(field(direct.output, "OpenMP") == "OMP_WAIT_POLICY=PASSIVE");
+  CHECK(direct.output == run_command(engine_binary() + " --version").output);
 }
