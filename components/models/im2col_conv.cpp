@@ -1,5 +1,6 @@
 #include "components/models/im2col_conv.h"
 
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 #include <torch/torch.h>
@@ -344,8 +345,15 @@ torch::Tensor patchify_conv2d(const torch::Tensor& x, const torch::Tensor& weigh
 torch::Tensor conv2d_small_output(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                                   at::IntArrayRef stride, at::IntArrayRef padding) {
   if (!switched_off("ENGINE_SMALL_CONV_GEMM") && blas_sgemm_available())
-    if (auto g = gemm_geometry(x, weight, bias, stride, padding); g && g->ho * g->wo <= kSmallOutputPositions)
-      return position_conv2d(*g, x, weight, bias);
+    if (auto g = gemm_geometry(x, weight, bias, stride, padding)) {
+      if (g->ho * g->wo <= kSmallOutputPositions) return position_conv2d(*g, x, weight, bias);
+      // Without oneDNN (LibTorch built without it, or the oneDNN check turned it off), torch::conv2d
+      // is LibTorch's own convolution (slow_conv2d); the im2col GEMMs take the larger outputs too.
+      // resnet34 pretrain quick on LibTorch 2.6 with oneDNN off, 3 alternating rounds: train 321-331
+      // against 281-289 img/s, evaluation 1243-1282 against 992-1041 (bench/RESULTS.md).
+      if ((!at::hasMKLDNN() || !at::globalContext().userEnabledMkldnn()) && !switched_off("ENGINE_IM2COL_WITHOUT_ONEDNN"))
+        return im2col_conv2d(*g, x, weight, bias);
+    }
   return torch::conv2d(x, weight, bias, stride, padding);
 }
 

@@ -136,7 +136,7 @@ TEST_CASE("position_conv2d (one GEMM per output position and kernel row) matches
   check_padded_cases([](const auto&... a) { return position_conv2d(a...); });
 }
 
-TEST_CASE("conv2d_small_output takes the GEMMs for outputs of at most 16 positions, torch::conv2d otherwise") {
+TEST_CASE("conv2d_small_output takes the GEMMs for outputs of at most 16 positions, torch::conv2d otherwise where oneDNN runs it") {
   torch::manual_seed(6);
   auto x = torch::randn({4, 16, 5, 5}).contiguous(torch::MemoryFormat::ChannelsLast);
   auto w = torch::randn({8, 16, 3, 3}).contiguous(torch::MemoryFormat::ChannelsLast);
@@ -149,8 +149,20 @@ TEST_CASE("conv2d_small_output takes the GEMMs for outputs of at most 16 positio
                                                      : torch::conv2d(in, w, {}, stride, 1)));
     CHECK(test::rel_diff(small, torch::conv2d(in, w, {}, stride, 1)) < 1e-5);
   }
-  // 5x5 -> 5x5: 25 positions, torch::conv2d itself.
-  CHECK(torch::equal(conv2d_small_output(x, w, {}, {1, 1}, {1, 1}), torch::conv2d(x, w, {}, 1, 1)));
+  // 5x5 -> 5x5: 25 positions: torch::conv2d itself where oneDNN runs it; where LibTorch's own
+  // convolution would (no oneDNN in LibTorch, or the check turned it off: onednn_convs.h), the im2col GEMMs.
+  for (bool onednn : {true, false}) {
+    test::MkldnnSwitch set(onednn);
+    const bool gemms = blas_sgemm_available() && !(at::hasMKLDNN() && onednn);
+    auto big = conv2d_small_output(x, w, {}, {1, 1}, {1, 1});
+    CHECK_MESSAGE(torch::equal(big, gemms ? im2col_conv2d(x, w, {}, {1, 1}, {1, 1}) : torch::conv2d(x, w, {}, 1, 1)),
+                  "oneDNN " << (onednn ? "on" : "off"));
+    CHECK(test::rel_diff(big, torch::conv2d(x, w, {}, 1, 1)) < 1e-5);
+    // ENGINE_IM2COL_WITHOUT_ONEDNN=0: LibTorch's own convolution there (to measure against it).
+    setenv("ENGINE_IM2COL_WITHOUT_ONEDNN", "0", 1);
+    CHECK(torch::equal(conv2d_small_output(x, w, {}, {1, 1}, {1, 1}), torch::conv2d(x, w, {}, 1, 1)));
+    unsetenv("ENGINE_IM2COL_WITHOUT_ONEDNN");
+  }
   // Arguments conv2d refuses are refused with its error, not computed (a zero stride divides by zero).
   CHECK_THROWS_AS(conv2d_small_output(x, w, {}, {0, 0}, {1, 1}), c10::Error);
   CHECK_THROWS_AS(im2col_conv2d(x, w, {}, {2, 2}, {-1, -1}), c10::Error);
