@@ -304,6 +304,11 @@ build() {
 RUN_ENV=()
 # The ELF that links LibTorch: build/engine is a small launcher of engine-core beside it (engine/entry.cpp).
 engine_elf() { local c; c="$(dirname "$ENGINE")/engine-core"; if [[ -f "$c" ]]; then echo "$c"; else echo "$ENGINE"; fi; }
+# Whether that ELF has the NCCL backend compiled in (engine/accelerator/nccl_collectives.cpp).
+nccl_text() {
+  if nm -C "$(engine_elf)" 2>/dev/null | grep NcclCollectives >/dev/null; then echo "the NCCL backend is built in"
+  else echo "no NCCL backend in this build"; fi
+}
 ldd_check() {
   local out missing elf
   elf="$(engine_elf)"
@@ -332,10 +337,7 @@ ldd_check() {
   if command -v readelf >/dev/null && [[ -f "$BUNDLE/libdirs.txt" ]]; then
     tools/gpu_bundle.sh --check "$BUNDLE" "$elf" | tail -n 3 || NOTE+="readelf closure check failed (see gpu_check.log); "
   fi
-  if command -v nm >/dev/null; then
-    if nm -C "$elf" 2>/dev/null | grep NcclCollectives >/dev/null; then NOTE+="NCCL backend built in"
-    else NOTE+="no NCCL backend in this build"; fi
-  fi
+  if command -v nm >/dev/null; then NOTE+="$(nccl_text)"; fi
 }
 
 # --- runs ----------------------------------------------------------------------------------------
@@ -405,7 +407,7 @@ print("%.1f %.4f %.4f %.1f" % (j["images_per_s"], j["train_loss"], j["valid_accu
 nccl() {
   local gpus="${PYI[gpus]:-0}"
   if ((gpus < 2)); then
-    NOTE="skipped: $gpus GPU (NCCL refuses two ranks on one GPU); $(nm -C "$(engine_elf)" 2>/dev/null | grep NcclCollectives >/dev/null && echo 'the NCCL backend is built in' || echo 'no NCCL backend in this build')"
+    NOTE="skipped: $gpus GPU (NCCL refuses two ranks on one GPU); $(nccl_text)"
     return 3
   fi
   env ${RUN_ENV[@]+"${RUN_ENV[@]}"} timeout -k 5 "$STAGE_LIMIT" "$ENGINE" launch -n 2 recipes/mnist_convnext_small.toml \
