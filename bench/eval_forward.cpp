@@ -1,11 +1,13 @@
 // The evaluation forward alone, without loader, metrics or gathers: convnext_atto (in_chans 1, 10
 // classes) on real MNIST digits at 40 x 40 (data/mnist/train.csv, as recipes/mnist_convnext.toml
-// evaluates them), under NoGradGuard (what the Evaluator runs) and under c10::InferenceMode,
+// evaluates them), or resnet34 at their own 28 x 28 (as recipes/digits_png_resnet34_*.toml: the
+// same digits as PNGs), under NoGradGuard (what the Evaluator runs) and under c10::InferenceMode,
 // alternating in every round so that a noisy machine slows both alike. Build: `ninja -C build
-// bench_eval_forward`; run: `build/bench_eval_forward [batch] [rounds]` (default 128 = the recipe's
-// evaluation batch, 9 rounds; one thread unless ENGINE_THREADS). Prints each way's median images/s,
-// its ratio to no_grad and GFLOP/s (26.4 MFLOP per image: the multiply-adds of convnext_atto at
-// 40 x 40 counted layer by layer, x 2), and checks that the logits are the same bits.
+// bench_eval_forward`; run: `build/bench_eval_forward [batch] [rounds] [convnext_atto|resnet34]`
+// (default 128 = the recipes' evaluation batch, 9 rounds, convnext_atto; one thread unless
+// ENGINE_THREADS). Prints each way's median images/s, its ratio to no_grad and GFLOP/s (the
+// model's multiply-adds per image, counted layer by layer below, x 2), and checks that the logits
+// are the same bits.
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -14,11 +16,13 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "components/models/convnext.h"
+#include "components/models/resnet.h"
 #include "bench/engine_like.h"
 #include "engine/core/blas_kernels.h"
 
@@ -26,7 +30,7 @@ namespace {
 
 // `n` digits of train.csv as [n, 1, 40, 40], scaled and normalised as the recipe does (bilinear
 // here: the forward's cost does not depend on the interpolation).
-torch::Tensor digits(int64_t n) {
+torch::Tensor digits(int64_t n, int64_t size) {
   std::ifstream in("data/mnist/train.csv");
   if (!in) {
     std::fprintf(stderr, "data/mnist/train.csv not found: run from the repository root after tools/setup.sh\n");
@@ -44,7 +48,8 @@ torch::Tensor digits(int64_t n) {
   }
   namespace F = torch::nn::functional;
   torch::Tensor x = ((px - 0.1310) / 0.30854).view({n, 1, 28, 28});
-  return F::interpolate(x, F::InterpolateFuncOptions().size(std::vector<int64_t>{40, 40}).mode(torch::kBilinear).align_corners(false))
+  if (size == 28) return x.contiguous();
+  return F::interpolate(x, F::InterpolateFuncOptions().size(std::vector<int64_t>{size, size}).mode(torch::kBilinear).align_corners(false))
       .contiguous();
 }
 
@@ -54,22 +59,51 @@ torch::Tensor digits(int64_t n) {
 // onto 2x2 (0.20 M), stage 2 160 on 2x2 x 6 (the 7x7 reaches 3x3 taps; 4.95 M), downsample 160 -> 320
 // onto 1x1 (0.20 M), stage 3 320 on 1x1 x 2 (1.64 M), head 320 -> 10; LayerNorm, GELU and pooling
 // not counted. About 13.1 M multiply-adds.
-constexpr double kFlopsPerImage = 2 * 13.1e6;
+constexpr double kConvNeXtFlops = 2 * 13.1e6;
+// resnet34 at 28 x 28, multiply-adds per image as its kernels compute them (taps that only read the
+// zero padding skipped, as the engine's small-map GEMMs do): stem 7x7/2 1 -> 64 onto 14x14 (0.6 M),
+// layer1 6 x 3x3 64 -> 64 on 7x7 (10.8 M), layer2 on 4x4 (12.4 M), layer3 on 2x2 (11.9 M), layer4 on
+// 1x1 (1.8 M, the centre taps only), fc. About 37.5 M; the dense taps (what oneDNN multiplies) ~70 M.
+constexpr double kResNetFlops = 2 * 37.5e6;
+
+// The benchmarked model: its name, input size and multiply-adds.
+struct Bench {
+  std::shared_ptr<torch::nn::Module> module;
+  std::function<torch::Tensor(const torch::Tensor&)> forward;
+  int64_t size;
+  double flops;
+};
+Bench make_bench(const std::string& name) {
+  torch::manual_seed(42);
+  if (name == "resnet34") {
+    engine::ResNetOptions o;
+    o.in_chans = 1;
+    o.num_classes = 10;
+    std::shared_ptr<engine::ResNet> m = engine::make_resnet("resnet34", o);
+    return {m, [m](const torch::Tensor& x) { return m->forward(x); }, 28, kResNetFlops};
+  }
+  if (name != "convnext_atto") {
+    std::fprintf(stderr, "unknown model '%s': convnext_atto or resnet34\n", name.c_str());
+    std::exit(2);
+  }
+  engine::ConvNeXtOptions o;
+  o.in_chans = 1;
+  o.num_classes = 10;
+  std::shared_ptr<engine::ConvNeXt> m = engine::make_convnext(engine::convnext_archs().front(), o);
+  return {m, [m](const torch::Tensor& x) { return m->forward(x); }, 40, kConvNeXtFlops};
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const int64_t batch = argc > 1 ? std::atoll(argv[1]) : 128;
   const int rounds = argc > 2 ? std::atoi(argv[2]) : 9;
+  const std::string name = argc > 3 ? argv[3] : "convnext_atto";
   bench::set_up_like_engine();
-  engine::ConvNeXtOptions o;
-  o.in_chans = 1;
-  o.num_classes = 10;
-  torch::manual_seed(42);
-  auto model = engine::make_convnext(engine::convnext_archs().front(), o);  // convnext_atto
-  model->eval();
+  Bench model = make_bench(name);
+  model.module->eval();
   const int64_t batches = 8;
-  const torch::Tensor images = digits(batch * batches);
+  const torch::Tensor images = digits(batch * batches, model.size);
 
   struct Way {
     const char* name;
@@ -85,10 +119,10 @@ int main(int argc, char** argv) {
       const torch::Tensor x = images.narrow(0, b * batch, batch);
       if (w.inference) {
         c10::InferenceMode guard;
-        out.push_back(model->forward(x));
+        out.push_back(model.forward(x));
       } else {
         torch::NoGradGuard guard;
-        out.push_back(model->forward(x));
+        out.push_back(model.forward(x));
       }
     }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -98,13 +132,14 @@ int main(int argc, char** argv) {
   for (auto& w : ways) pass(w);  // warm-up
   for (int r = 0; r < rounds; ++r)
     for (auto& w : ways) w.rates.push_back(pass(w));
-  std::printf("%s; convnext_atto at 40x40, batch %lld x %lld batches, %d threads, %d alternating rounds\n",
-              engine::blas_kernels_note().c_str(), static_cast<long long>(batch), static_cast<long long>(batches),
+  std::printf("%s; %s at %lldx%lld, batch %lld x %lld batches, %d threads, %d alternating rounds\n",
+              engine::blas_kernels_note().c_str(), name.c_str(), static_cast<long long>(model.size),
+              static_cast<long long>(model.size), static_cast<long long>(batch), static_cast<long long>(batches),
               at::get_num_threads(), rounds);
   const double base = bench::median(ways[0].rates);
   for (auto& w : ways)
     std::printf("%-10s %8.1f images/s  %5.3fx  %5.1f GFLOP/s  logits %s\n", w.name, bench::median(w.rates),
-                bench::median(w.rates) / base, bench::median(w.rates) * kFlopsPerImage / 1e9,
+                bench::median(w.rates) / base, bench::median(w.rates) * model.flops / 1e9,
                 torch::equal(w.logits, ways[0].logits) ? "same bits" : "DIFFER");
   return 0;
 }

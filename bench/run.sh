@@ -70,6 +70,16 @@ else
   OTHER_CMD=("$ENGINE" launch -n 2 "$RECIPE" "${SETS[@]}" --set "run.output_dir=$RUNS/engine-ddp")
 fi
 
+# Both sides multiply through the same OpenBLAS (the peer's linear layers, the engine's BLAS
+# products): the peer runs the kernel family the engine runs (engine --version), which the engine may
+# have chosen over OpenBLAS's own pick or over an OPENBLAS_CORETYPE older than the CPU (a Zen 5 VM's
+# image sets Haswell for every program: python3-torch would stay on it, at half the sgemm rate).
+# PEER_OPENBLAS_CORETYPE=<family> chooses another; =inherit leaves the environment's.
+if [ "$MODE" != ddp ] && [ "${PEER_OPENBLAS_CORETYPE:-}" != inherit ]; then
+  PEER_FAMILY=${PEER_OPENBLAS_CORETYPE:-$("$ENGINE" --version 2>/dev/null | sed -n 's/^ *BLAS *OpenBLAS [0-9.]*, \([A-Za-z0-9]*\) kernels.*/\1/p')}
+  [ -n "$PEER_FAMILY" ] && OTHER_CMD=(env "OPENBLAS_CORETYPE=$PEER_FAMILY" "${OTHER_CMD[@]}")
+fi
+
 # measure NAME CMD...: wall time + ru_maxrss (/usr/bin/time -v), process-tree RSS/PSS peaks
 # (bench/treemem.py), load average before, stdout/stderr in $RUNS/NAME.log.
 measure() {

@@ -36,13 +36,11 @@ std::string cuda_text() {
 std::string blas_text() {
   const BlasKernels& k = select_blas_kernels();
   if (k.library.empty()) return "not OpenBLAS (Debian's reference BLAS is ~6 GFLOP/s: apt-get install libopenblas0-pthread)";
-  if (!k.passed_over.empty())
-    return fmt::format("{}, {} kernels (OPENBLAS_CORETYPE={}; this CPU runs {}, measured faster here)", k.library,
-                       k.core, k.forced, k.passed_over);
-  if (!k.switched()) return fmt::format("{}, {} kernels", k.library, k.core);
+  const std::string set = k.forced.empty() ? "" : fmt::format(" (OPENBLAS_CORETYPE={})", k.forced);
+  if (!k.switched()) return fmt::format("{}, {} kernels{}", k.library, k.core, set);
   // No timings here: the same binary on the same machine prints the same text.
-  return fmt::format("{}, {} kernels (it picked {}, older than this CPU runs; {} measured faster here)", k.library,
-                     k.core, k.openblas_core, k.core);
+  return fmt::format("{}, {} kernels (it {} {}, older than this CPU runs; {} measured faster here)", k.library,
+                     k.core, k.forced.empty() ? "picked" : "was given", k.openblas_core, k.core);
 }
 
 // LibTorch's oneDNN convolutions, as checked on this machine (onednn_convs.h).

@@ -98,20 +98,12 @@ BlasKernels choose_blas_kernels() {
   k.library = library_name();
   k.core = k.openblas_core = openblas_core();
   if (k.library.empty() || k.core.empty()) return k;
+  // An OPENBLAS_CORETYPE in the environment was OpenBLAS's pick (it read it at load): a family as new
+  // as this CPU runs stays as it is; an older one (a machine image may set one for every program) is
+  // timed against the CPU's own like any old pick, and replaced where that is faster.
+  if (const char* forced = std::getenv("OPENBLAS_CORETYPE"); forced && *forced) k.forced = forced;
   if (switched_off("ENGINE_BLAS_KERNELS")) return k;
   const std::string better = better_openblas_core(k.openblas_core, cpu_isa());
-  if (const char* forced = std::getenv("OPENBLAS_CORETYPE"); forced && *forced) {
-    // The user's choice (or the machine image's) stays; what it costs is measured, for the run's note.
-    k.forced = forced;
-    if (better.empty()) return k;
-    const Trial t = try_core(k.openblas_core, better, /*keep=*/false);
-    if (t.faster()) {
-      k.passed_over = better;
-      k.openblas_gflops = t.current_gflops;
-      k.passed_over_gflops = t.better_gflops;
-    }
-    return k;
-  }
   if (better.empty()) return k;
   const Trial t = try_core(k.openblas_core, better, /*keep=*/true);
   if (!t.faster()) return k;
@@ -173,16 +165,16 @@ const BlasKernels& select_blas_kernels() {
   return k;
 }
 
-std::string blas_kernels_note() {
-  const BlasKernels& k = select_blas_kernels();
-  if (!k.passed_over.empty())
-    return fmt::format("OPENBLAS_CORETYPE={} in the environment keeps {} on its {} kernels; this CPU runs its {} kernels at {:.0f} "
-                       "GFLOP/s against {:.0f} (sgemm at one thread, measured at start): unset OPENBLAS_CORETYPE to let the engine choose",
-                       k.forced, k.library, k.core, k.passed_over, k.passed_over_gflops, k.openblas_gflops);
+std::string blas_kernels_note() { return blas_kernels_note(select_blas_kernels()); }
+
+std::string blas_kernels_note(const BlasKernels& k) {
   if (!k.switched()) return "";
-  return fmt::format("{} picked its {} kernels, older than this CPU supports; running its {} kernels instead: sgemm {:.0f} vs {:.0f} GFLOP/s at one thread, measured at start "
-                     "(OPENBLAS_CORETYPE=name chooses, ENGINE_BLAS_KERNELS=0 keeps OpenBLAS's choice)",
-                     k.library, k.openblas_core, k.core, k.core_gflops, k.openblas_gflops);
+  const std::string picked = k.forced.empty() ? fmt::format("{} picked its {} kernels", k.library, k.openblas_core)
+                                              : fmt::format("OPENBLAS_CORETYPE={} in the environment gave {} its {} kernels",
+                                                            k.forced, k.library, k.openblas_core);
+  return fmt::format("{}, older than this CPU supports; running its {} kernels instead: sgemm {:.0f} vs {:.0f} GFLOP/s at one thread, "
+                     "measured at start (ENGINE_BLAS_KERNELS=0 keeps {})",
+                     picked, k.core, k.core_gflops, k.openblas_gflops, k.forced.empty() ? "OpenBLAS's choice" : "it");
 }
 
 }  // namespace engine

@@ -29,34 +29,34 @@ std::string better_openblas_core(const std::string& chosen, const CpuIsa& isa);
 /// What select_blas_kernels() found and did.
 struct BlasKernels {
   std::string library;        ///< "OpenBLAS 0.3.21", or "" when no OpenBLAS is loaded
-  std::string openblas_core;  ///< the family OpenBLAS picked when it was loaded
+  std::string openblas_core;  ///< the family OpenBLAS picked when it was loaded (OPENBLAS_CORETYPE's, where set)
   std::string core;           ///< the family in use now
   double openblas_gflops = 0; ///< sgemm at 1 thread with OpenBLAS's family (measured only when a switch was tried)
   double core_gflops = 0;     ///< the same with the family in use
   std::string forced;         ///< OPENBLAS_CORETYPE as the environment set it ("" when unset)
-  std::string passed_over;    ///< a family measured >= 1.1x faster here that `forced` keeps out ("" when none)
-  double passed_over_gflops = 0;  ///< its sgemm at 1 thread (openblas_gflops: the forced family's)
   bool switched() const { return core != openblas_core; }
 };
 
 /// Once per process, before any BLAS call (main() does it first thing): when this CPU supports
 /// better kernels than the family OpenBLAS picked (better_openblas_core), times a 256^3 sgemm at one
 /// thread with each (~10 ms) and keeps the faster, by OpenBLAS's own mechanism (its
-/// OPENBLAS_CORETYPE, read by a re-initialisation of its dispatch table). Leaves everything as
-/// OpenBLAS chose when the user set OPENBLAS_CORETYPE, when ENGINE_BLAS_KERNELS=0, when the BLAS
-/// is not an OpenBLAS built with DYNAMIC_ARCH, or when nothing better is available. Where
-/// OPENBLAS_CORETYPE holds an older family than this CPU runs, the better one is timed all the same
-/// and put back (`passed_over`, for the run's note): a machine image may set it for every program
-/// (one Zen 5 VM here: OPENBLAS_CORETYPE=Haswell, sgemm 99 vs 196 GFLOP/s with SkylakeX's kernels).
+/// OPENBLAS_CORETYPE, read by a re-initialisation of its dispatch table). The same where
+/// OPENBLAS_CORETYPE in the environment names an older family than this CPU runs: a machine image
+/// may set it for every program (one Zen 5 VM here: OPENBLAS_CORETYPE=Haswell, sgemm 99 vs 196
+/// GFLOP/s with SkylakeX's kernels, resnet34's evaluation 1.4x slower); a family as new as the CPU
+/// runs stays as set. Leaves everything as it is when ENGINE_BLAS_KERNELS=0, when the BLAS is not
+/// an OpenBLAS built with DYNAMIC_ARCH, or when nothing better is available.
 const BlasKernels& select_blas_kernels();
 
 /// The work of select_blas_kernels(), done on each call (tests; select_blas_kernels() keeps the
 /// first result).
 BlasKernels choose_blas_kernels();
 
-/// One line for the run header when select_blas_kernels() replaced OpenBLAS's choice, or when
-/// OPENBLAS_CORETYPE keeps out a family measured faster; "" otherwise.
+/// One line for the run header when select_blas_kernels() replaced OpenBLAS's choice (or the
+/// environment's OPENBLAS_CORETYPE); "" otherwise.
 std::string blas_kernels_note();
+/// The same line for `k` (a choose_blas_kernels() result).
+std::string blas_kernels_note(const BlasKernels& k);
 
 /// Makes OpenBLAS use the kernel family `core` (any case) from now on. Returns false, with
 /// OpenBLAS's family unchanged, when it has no such family or cannot switch (no DYNAMIC_ARCH).

@@ -15,6 +15,7 @@
 #include "engine/accelerator/world.h"
 #include "engine/core/blas_kernels.h"
 #include "engine/core/cpu_threads.h"
+#include "engine/core/env.h"
 
 using namespace engine;
 
@@ -63,8 +64,8 @@ TEST_CASE("LibTorch's own float32 matmuls run on the OpenBLAS kernels the engine
   // corrects, or the correction would miss LibTorch's linear layers.
   const BlasKernels& k = select_blas_kernels();  // doctest_main.cpp ran it, as engine's main() does
   const std::string better = better_openblas_core("Prescott", cpu_isa());
-  if (k.library.empty() || better.empty() || std::getenv("OPENBLAS_CORETYPE")) {
-    MESSAGE("no OpenBLAS, no AVX2, or OPENBLAS_CORETYPE set: nothing to compare");
+  if (k.library.empty() || better.empty() || switched_off("ENGINE_BLAS_KERNELS")) {
+    MESSAGE("no OpenBLAS, no AVX2, or ENGINE_BLAS_KERNELS=0: nothing to compare");
     return;
   }
   torch::set_num_threads(1);
