@@ -1,7 +1,10 @@
 #include "engine/core/version.h"
 
-// The values come from CMakeLists.txt (set_source_files_properties on this file only); the
-// fallbacks keep a build by other means compiling.
+// The values come from cmake/EngineVersion.cmake (definitions on this file only, and the revision
+// header it writes at every build); the fallbacks keep a build by other means compiling.
+#if __has_include("engine_revision.h")
+#include "engine_revision.h"
+#endif
 #ifndef ENGINE_VERSION
 #define ENGINE_VERSION "0.0.0"
 #endif
