@@ -456,8 +456,10 @@ Values Trainer::run() {
                                                : "");
   }
 
-  // Reload the best weights everywhere: rank 0 reads the file, prepare() broadcasts them.
-  bool has_best = acc_.is_main() && std::filesystem::exists(checkpointer_.best_path());
+  // Reload the best weights everywhere: rank 0 reads the file, prepare() broadcasts them. Only a
+  // file this run (or the run it resumes) wrote: a best.safetensors left in the directory by an
+  // earlier run is not this run's model (a new run that trains no epoch evaluates its own weights).
+  bool has_best = acc_.is_main() && state_.best_epoch >= 0 && std::filesystem::exists(checkpointer_.best_path());
   has_best = acc_.reduce_sum({has_best ? 1.0 : 0.0})[0] > 0;
   if (has_best) {
     if (acc_.is_main()) Checkpointer::load_weights(checkpointer_.best_path(), *parts_.model);

@@ -82,6 +82,16 @@ TEST_CASE("engine run writes a complete run directory, and the same seed reprodu
   auto s2 = nlohmann::json::parse(read_text(dir2 + "/summary.json"));
   CHECK(s2["valid/loss"].get<double>() == summary["valid/loss"].get<double>());
   CHECK(read_text(dir2 + "/submission.csv") == read_text(dir + "/submission.csv"));
+
+  // A new run in the same directory (no --resume) that trains no epoch evaluates its own, untrained
+  // weights: not the earlier run's best.safetensors that is still on disk.
+  auto res3 = run_small(dir, " --set train.epochs=0");
+  REQUIRE_MESSAGE(res3.exit_code == 0, res3.output);
+  auto s3 = nlohmann::json::parse(read_text(dir + "/summary.json"));
+  CHECK_MESSAGE(!s3.contains("best_epoch"), s3.dump());
+  CHECK(res3.output.find("best epoch") == std::string::npos);
+  CHECK(s3["valid/loss"].get<double>() != summary["valid/loss"].get<double>());
+  CHECK(s3["valid/accuracy"].get<double>() < 0.5);  // ten classes, no training: about chance
 }
 
 TEST_CASE("the seed's convnext_small recipe runs a few steps") {
