@@ -28,8 +28,8 @@
 
 namespace {
 
-// `n` digits of train.csv as [n, 1, 40, 40], scaled and normalised as the recipe does (bilinear
-// here: the forward's cost does not depend on the interpolation).
+// `n` digits of train.csv as [n, 1, size, size], scaled and normalised as the recipes do (resized
+// bilinearly from 28 x 28 here: the forward's cost does not depend on the interpolation).
 torch::Tensor digits(int64_t n, int64_t size) {
   std::ifstream in("data/mnist/train.csv");
   if (!in) {
@@ -66,10 +66,9 @@ constexpr double kConvNeXtFlops = 2 * 13.1e6;
 // 1x1 (1.8 M, the centre taps only), fc. About 37.5 M; the dense taps (what oneDNN multiplies) ~70 M.
 constexpr double kResNetFlops = 2 * 37.5e6;
 
-// The benchmarked model: its name, input size and multiply-adds.
+// The benchmarked model, its input size and multiply-adds.
 struct Bench {
-  std::shared_ptr<torch::nn::Module> module;
-  std::function<torch::Tensor(const torch::Tensor&)> forward;
+  std::shared_ptr<engine::Model> model;
   int64_t size;
   double flops;
 };
@@ -79,8 +78,7 @@ Bench make_bench(const std::string& name) {
     engine::ResNetOptions o;
     o.in_chans = 1;
     o.num_classes = 10;
-    std::shared_ptr<engine::ResNet> m = engine::make_resnet("resnet34", o);
-    return {m, [m](const torch::Tensor& x) { return m->forward(x); }, 28, kResNetFlops};
+    return {engine::make_resnet("resnet34", o), 28, kResNetFlops};
   }
   if (name != "convnext_atto") {
     std::fprintf(stderr, "unknown model '%s': convnext_atto or resnet34\n", name.c_str());
@@ -89,8 +87,7 @@ Bench make_bench(const std::string& name) {
   engine::ConvNeXtOptions o;
   o.in_chans = 1;
   o.num_classes = 10;
-  std::shared_ptr<engine::ConvNeXt> m = engine::make_convnext(engine::convnext_archs().front(), o);
-  return {m, [m](const torch::Tensor& x) { return m->forward(x); }, 40, kConvNeXtFlops};
+  return {engine::make_convnext(engine::convnext_archs().front(), o), 40, kConvNeXtFlops};
 }
 
 }  // namespace
@@ -100,10 +97,10 @@ int main(int argc, char** argv) {
   const int rounds = argc > 2 ? std::atoi(argv[2]) : 9;
   const std::string name = argc > 3 ? argv[3] : "convnext_atto";
   bench::set_up_like_engine();
-  Bench model = make_bench(name);
-  model.module->eval();
+  const Bench subject = make_bench(name);
+  subject.model->eval();
   const int64_t batches = 8;
-  const torch::Tensor images = digits(batch * batches, model.size);
+  const torch::Tensor images = digits(batch * batches, subject.size);
 
   struct Way {
     const char* name;
@@ -119,10 +116,10 @@ int main(int argc, char** argv) {
       const torch::Tensor x = images.narrow(0, b * batch, batch);
       if (w.inference) {
         c10::InferenceMode guard;
-        out.push_back(model.forward(x));
+        out.push_back(subject.model->forward(x));
       } else {
         torch::NoGradGuard guard;
-        out.push_back(model.forward(x));
+        out.push_back(subject.model->forward(x));
       }
     }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -133,13 +130,13 @@ int main(int argc, char** argv) {
   for (int r = 0; r < rounds; ++r)
     for (auto& w : ways) w.rates.push_back(pass(w));
   std::printf("%s; %s at %lldx%lld, batch %lld x %lld batches, %d threads, %d alternating rounds\n",
-              engine::blas_kernels_note().c_str(), name.c_str(), static_cast<long long>(model.size),
-              static_cast<long long>(model.size), static_cast<long long>(batch), static_cast<long long>(batches),
+              engine::blas_kernels_note().c_str(), name.c_str(), static_cast<long long>(subject.size),
+              static_cast<long long>(subject.size), static_cast<long long>(batch), static_cast<long long>(batches),
               at::get_num_threads(), rounds);
   const double base = bench::median(ways[0].rates);
   for (auto& w : ways)
     std::printf("%-10s %8.1f images/s  %5.3fx  %5.1f GFLOP/s  logits %s\n", w.name, bench::median(w.rates),
-                bench::median(w.rates) / base, bench::median(w.rates) * model.flops / 1e9,
+                bench::median(w.rates) / base, bench::median(w.rates) * subject.flops / 1e9,
                 torch::equal(w.logits, ways[0].logits) ? "same bits" : "DIFFER");
   return 0;
 }
