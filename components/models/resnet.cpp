@@ -7,10 +7,13 @@
 #include "components/models/im2col_conv.h"
 #include "components/models/batch_norm.h"
 #include "components/models/layers.h"
+#include "components/models/max_pool.h"
 
 namespace engine {
 namespace nn = torch::nn;
-namespace {
+// Named, not anonymous: ResNetParts (declared in resnet.h) holds these types, and a unity batch that
+// includes this file after another would make GCC warn about an anonymous type in a named struct.
+namespace resnet_blocks {
 
 // timm's bias-free k x k convolution with padding k / 2 (a torch Conv2d: same parameters, keys and
 // init). Its forward goes through conv2d_small_output: on the small maps of the last stages (small
@@ -88,7 +91,10 @@ class ResidualBlockImpl : public nn::Module {
 };
 TORCH_MODULE(ResidualBlock);
 
-}  // namespace
+}  // namespace resnet_blocks
+using resnet_blocks::conv;
+using resnet_blocks::Conv;
+using resnet_blocks::ResidualBlock;
 
 struct ResNetParts {
   Conv conv1{nullptr};
@@ -168,8 +174,13 @@ std::vector<ModelStage> ResNet::stages() const {
 torch::Tensor ResNet::forward_features(torch::Tensor x) {
   check_input(x);
   if (options_.channels_last) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
-  x = parts_->bn1->forward(parts_->conv1->forward(x)).relu_();
-  x = torch::max_pool2d(x, 3, 2, 1);
+  x = parts_->conv1->forward(x);
+  // With one input channel, the input and the 7x7 weight are NCHW and channels-last at once, and
+  // oneDNN answers with an NCHW map: made channels-last here, the stem's BatchNorm, ReLU and max pool
+  // and the first block's shortcut run on the memory the rest of the network uses.
+  if (options_.channels_last) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
+  x = parts_->bn1->forward(x).relu_();
+  x = max_pool2d_nhwc(x, 3, 2, 1);
   for (auto& layer : parts_->layers)
     for (auto& b : layer) x = b->forward(x);
   return x.mean({2, 3});  // timm's SelectAdaptivePool2d('avg', flatten=True)
