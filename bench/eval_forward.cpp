@@ -1,13 +1,13 @@
 // The evaluation forward alone, without loader, metrics or gathers: convnext_atto (in_chans 1, 10
 // classes) on real MNIST digits at 40 x 40 (data/mnist/train.csv, as recipes/mnist_convnext.toml
 // evaluates them), or resnet34 at their own 28 x 28 (as recipes/digits_png_resnet34_*.toml: the
-// same digits as PNGs), under NoGradGuard (what the Evaluator runs) and under c10::InferenceMode,
-// alternating in every round so that a noisy machine slows both alike. Build: `ninja -C build
+// same digits as PNGs), four ways (see `ways` below: as the Evaluator runs it, and three others),
+// alternating in every round so that a noisy machine slows all alike. Build: `ninja -C build
 // bench_eval_forward`; run: `build/bench_eval_forward [batch] [rounds] [convnext_atto|resnet34]`
 // (default 128 = the recipes' evaluation batch, 9 rounds, convnext_atto; one thread unless
-// ENGINE_THREADS). Prints each way's median images/s, its ratio to no_grad and GFLOP/s (the
-// model's multiply-adds per image, counted layer by layer below, x 2), and checks that the logits
-// are the same bits.
+// ENGINE_THREADS). Prints each way's median images/s, its ratio to the Evaluator's way and GFLOP/s
+// (the model's multiply-adds per image, counted layer by layer below, x 2), and how far its logits
+// are from the Evaluator's (the same bits, or the largest difference).
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -17,11 +17,13 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "components/models/convnext.h"
+#include "components/models/frozen_weights.h"
 #include "components/models/resnet.h"
 #include "bench/engine_like.h"
 #include "engine/core/blas_kernels.h"
@@ -78,7 +80,16 @@ Bench make_bench(const std::string& name) {
     engine::ResNetOptions o;
     o.in_chans = 1;
     o.num_classes = 10;
-    return {engine::make_resnet("resnet34", o), 28, kResNetFlops};
+    std::shared_ptr<engine::Model> model = engine::make_resnet("resnet34", o);
+    // timm's zero_init_last starts every residual branch at zero (its last BatchNorm's weight), which
+    // would leave the logits blind to most convolutions: weights of 1, as after some training, so
+    // that the logits comparison below sees every layer.
+    torch::NoGradGuard no_grad;
+    for (auto& p : model->named_parameters())
+      if (p.key().find(".bn") != std::string::npos && p.key().size() > 7 &&
+          p.key().compare(p.key().size() - 7, 7, ".weight") == 0)
+        p.value().fill_(1.0);
+    return {model, 28, kResNetFlops};
   }
   if (name != "convnext_atto") {
     std::fprintf(stderr, "unknown model '%s': convnext_atto or resnet34\n", name.c_str());
@@ -102,27 +113,39 @@ int main(int argc, char** argv) {
   const int64_t batches = 8;
   const torch::Tensor images = digits(batch * batches, subject.size);
 
+  // The ways: as the Evaluator runs it (no_grad inside a FrozenWeights scope per pass: the packed
+  // convolution weights made once per pass), no_grad without the scope (packed at every batch), the
+  // small-map convolutions on OpenBLAS GEMMs instead (ENGINE_PACKED_CONV=0), and InferenceMode.
   struct Way {
     const char* name;
-    bool inference;
+    bool frozen, inference, openblas;
     std::vector<double> rates;
     torch::Tensor logits;
   };
-  std::vector<Way> ways{{"no_grad", false, {}, {}}, {"inference", true, {}, {}}};
+  std::vector<Way> ways{{"evaluator", true, false, false, {}, {}},
+                        {"per-batch", false, false, false, {}, {}},
+                        {"openblas", true, false, true, {}, {}},
+                        {"inference", true, true, false, {}, {}}};
   auto pass = [&](Way& w) {  // one evaluation pass over the batches, as Evaluator::run
     std::vector<torch::Tensor> out;
+    if (w.openblas) setenv("ENGINE_PACKED_CONV", "0", 1);
     const auto t0 = std::chrono::steady_clock::now();
-    for (int64_t b = 0; b < batches; ++b) {
-      const torch::Tensor x = images.narrow(0, b * batch, batch);
-      if (w.inference) {
-        c10::InferenceMode guard;
-        out.push_back(subject.model->forward(x));
-      } else {
-        torch::NoGradGuard guard;
-        out.push_back(subject.model->forward(x));
+    {
+      std::optional<engine::FrozenWeights> frozen;
+      if (w.frozen) frozen.emplace();
+      for (int64_t b = 0; b < batches; ++b) {
+        const torch::Tensor x = images.narrow(0, b * batch, batch);
+        if (w.inference) {
+          c10::InferenceMode guard;
+          out.push_back(subject.model->forward(x));
+        } else {
+          torch::NoGradGuard guard;
+          out.push_back(subject.model->forward(x));
+        }
       }
     }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    unsetenv("ENGINE_PACKED_CONV");
     w.logits = torch::cat(out);
     return static_cast<double>(batch * batches) / s;
   };
@@ -137,6 +160,8 @@ int main(int argc, char** argv) {
   for (auto& w : ways)
     std::printf("%-10s %8.1f images/s  %5.3fx  %5.1f GFLOP/s  logits %s\n", w.name, bench::median(w.rates),
                 bench::median(w.rates) / base, bench::median(w.rates) * subject.flops / 1e9,
-                torch::equal(w.logits, ways[0].logits) ? "same bits" : "DIFFER");
+                torch::equal(w.logits, ways[0].logits)
+                    ? "same bits"
+                    : ("max difference " + std::to_string((w.logits - ways[0].logits).abs().max().item<float>())).c_str());
   return 0;
 }

@@ -19,7 +19,9 @@
 
 namespace engine {
 namespace nn = torch::nn;
-namespace {
+// Named, not anonymous: ConvNeXtParts (declared in convnext.h) holds these types, and a unity batch
+// that includes this file after another would make GCC warn about an anonymous type in a named struct.
+namespace convnext_blocks {
 
 // timm's Mlp (fc1 Linear on NHWC) or ConvMlp (fc1 1x1 Conv2d on NCHW): keys mlp.fc1 / mlp.fc2.
 // Both are the same maths: a matrix product over channels at every pixel. On CPU with an
@@ -181,7 +183,12 @@ class HeadImpl : public nn::Module {
 };
 TORCH_MODULE(Head);
 
-}  // namespace
+}  // namespace convnext_blocks
+using convnext_blocks::BlockImpl;
+using convnext_blocks::Float32Region;
+using convnext_blocks::Head;
+using convnext_blocks::patchify;
+using convnext_blocks::Stage;
 
 struct ConvNeXtParts {
   nn::Sequential stem{nullptr};

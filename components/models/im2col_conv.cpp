@@ -12,6 +12,8 @@
 
 // simd.h's vector helpers (unused here) draw GCC's ABI note for AVX vectors: it does not apply.
 #pragma GCC diagnostic ignored "-Wpsabi"
+#include "components/models/frozen_weights.h"
+#include "components/models/packed_gemm.h"
 #include "components/models/row_gemm.h"
 #include "components/models/simd.h"
 #include "engine/core/blas.h"
@@ -231,6 +233,120 @@ torch::Tensor position_forward(const Geometry& g, const torch::Tensor& xh, const
   return y;
 }
 
+}  // namespace
+
+// The packed kernels' form of the weight: tap t = ky * kw + kx as B = W[:, :, ky, kx]^T [Cin, Cout],
+// packed when a call first needs it (a 3x3 kernel on a 1x1 map needs only its centre), kept for the
+// weight it was made from while the FrozenWeights scope it was made in lasts.
+struct ConvWeightCache::Taps {
+  uint64_t scope = 0;
+  const void* weight = nullptr;  // the weight's TensorImpl and data, sizes, when packed
+  const void* data = nullptr;
+  std::vector<int64_t> sizes;
+  std::vector<PackedB> packed;  // kh * kw; k() == 0: not packed yet
+};
+
+ConvWeightCache::ConvWeightCache() = default;
+ConvWeightCache::~ConvWeightCache() = default;
+ConvWeightCache::Taps& ConvWeightCache::taps() {
+  if (!taps_) taps_ = std::make_unique<Taps>();
+  return *taps_;
+}
+
+namespace {
+
+// The taps to pack into for this call: the cache's, emptied unless made for this weight in this
+// FrozenWeights scope; `local` when there is no cache. Outside a scope a cache keeps nothing.
+std::vector<PackedB>& taps_for(const Geometry& g, const torch::Tensor& weight, ConvWeightCache* cache,
+                               std::vector<PackedB>& local) {
+  const uint64_t scope = frozen_weights_scope();
+  if (!cache || scope == 0) {
+    if (cache) cache->taps() = ConvWeightCache::Taps{};
+    local.clear();
+    local.resize(g.kh * g.kw);
+    return local;
+  }
+  ConvWeightCache::Taps& t = cache->taps();
+  if (t.scope != scope || t.weight != weight.unsafeGetTensorImpl() || t.data != weight.data_ptr() ||
+      t.sizes != weight.sizes().vec()) {
+    t = ConvWeightCache::Taps{scope, weight.unsafeGetTensorImpl(), weight.data_ptr(), weight.sizes().vec(), {}};
+    t.packed.resize(g.kh * g.kw);
+  }
+  return t.packed;
+}
+
+// y [N, Ho, Wo, Cout] (NHWC) = bias + the sum over each position's live taps of x_pixel . W_tap, one
+// gemm_packed_sum per output position (rows: the images, lda = H*W*Cin apart), the sum in registers;
+// a pointwise convolution is one sum of one term over every pixel. Threads take positions, or row
+// ranges when positions are fewer than twice the threads; each element's sum runs in the same order
+// whatever the split (the same bits at any thread count).
+torch::Tensor packed_position_forward(const Geometry& g, const torch::Tensor& xh, const torch::Tensor& wh,
+                                      const torch::Tensor& b, std::vector<PackedB>& taps) {
+  torch::Tensor y = torch::empty({g.n, g.ho, g.wo, g.o}, xh.options());
+  const float *x = xh.data_ptr<float>(), *w = wh.data_ptr<float>(), *bias = b.defined() ? b.data_ptr<float>() : nullptr;
+  float* out = y.data_ptr<float>();
+  auto tap = [&](int64_t t) -> const PackedB* {
+    if (taps[t].k() == 0) taps[t] = PackedB::transposed(w + t * g.c, g.o, g.c, g.kh * g.kw * g.c);
+    return &taps[t];
+  };
+  struct Position {
+    int64_t y;  // offset of image 0's output pixel in y
+    int count;
+    GemmTerm terms[kMaxGemmTerms];  // a: image 0's pixel under the tap
+  };
+  const bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
+  const int64_t rows = pointwise ? g.n * g.h * g.w : g.n;  // per position
+  const int64_t lda = pointwise ? g.c : g.h * g.w * g.c, ldy = pointwise ? g.o : g.ho * g.wo * g.o;
+  std::vector<Position> positions;
+  if (pointwise) {
+    positions.push_back(Position{0, 1, {GemmTerm{x, tap(0)}}});
+  } else {
+    positions.reserve(g.ho * g.wo);
+    for (int64_t oy = 0; oy < g.ho; ++oy)
+      for (int64_t ox = 0; ox < g.wo; ++ox) {
+        Position p{(oy * g.wo + ox) * g.o, 0, {}};
+        for (int64_t ky = 0; ky < g.kh; ++ky) {
+          const int64_t iy = oy * g.sh - g.ph + ky;
+          if (iy < 0 || iy >= g.h) continue;
+          for (int64_t kx = 0; kx < g.kw; ++kx) {
+            const int64_t ix = ox * g.sw - g.pw + kx;
+            if (ix >= 0 && ix < g.w) p.terms[p.count++] = GemmTerm{x + (iy * g.w + ix) * g.c, tap(ky * g.kw + kx)};
+          }
+        }
+        positions.push_back(p);
+      }
+  }
+  const int64_t threads = at::get_num_threads(), npos = static_cast<int64_t>(positions.size());
+  const int64_t chunks = npos >= 2 * threads ? 1 : threads, chunk_rows = (rows + chunks - 1) / chunks;
+  at::parallel_for(0, npos * chunks, 1, [&](int64_t first, int64_t end) {
+    GemmTerm terms[kMaxGemmTerms];
+    for (int64_t u = first; u < end; ++u) {
+      const Position& p = positions[u / chunks];
+      const int64_t r0 = (u % chunks) * chunk_rows, r1 = std::min(rows, r0 + chunk_rows);
+      if (r0 >= r1) continue;
+      if (p.count == 0) {  // a window on padding only (stride > kernel): the bias alone
+        for (int64_t r = r0; r < r1; ++r) {
+          float* row = out + p.y + r * ldy;
+          for (int64_t j = 0; j < g.o; ++j) row[j] = bias ? bias[j] : 0.f;
+        }
+        continue;
+      }
+      for (int t = 0; t < p.count; ++t) terms[t] = GemmTerm{p.terms[t].a + r0 * lda, p.terms[t].b};
+      gemm_packed_sum_serial(r1 - r0, terms, p.count, lda, bias, out + p.y + r0 * ldy, ldy);
+    }
+  });
+  return y;
+}
+
+// The packed sums where they run (AVX-512, ENGINE_PACKED_CONV not "0", at most kMaxGemmTerms taps).
+bool packed_conv(const Geometry& g) {
+  return packed_gemm_available() && g.kh * g.kw <= kMaxGemmTerms && !switched_off("ENGINE_PACKED_CONV");
+}
+
+}  // namespace
+
+namespace {
+
 torch::Tensor nhwc(const torch::Tensor& t) { return t.permute({0, 2, 3, 1}).contiguous(); }  // free if channels-last
 
 struct PositionConv : public torch::autograd::Function<PositionConv> {
@@ -240,7 +356,9 @@ struct PositionConv : public torch::autograd::Function<PositionConv> {
     torch::Tensor xh = nhwc(x), wh = nhwc(w);
     ctx->save_for_backward({xh, wh});
     ctx->saved_data["sizes"] = sizes;
-    return position_forward(g, xh, wh, b).permute({0, 3, 1, 2});
+    if (!packed_conv(g)) return position_forward(g, xh, wh, b).permute({0, 3, 1, 2});
+    std::vector<PackedB> taps(g.kh * g.kw);
+    return packed_position_forward(g, xh, wh, b, taps).permute({0, 3, 1, 2});
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
@@ -303,13 +421,18 @@ bool needs_autograd(const torch::Tensor& x, const torch::Tensor& weight, const t
 }
 
 torch::Tensor position_conv2d(const Geometry& g, const torch::Tensor& x, const torch::Tensor& weight,
-                              const torch::Tensor& bias) {
+                              const torch::Tensor& bias, ConvWeightCache* cache) {
   RECORD_FUNCTION("engine::position_conv2d", std::vector<c10::IValue>({x}));
-  if (needs_autograd(x, weight, bias))
+  if (needs_autograd(x, weight, bias)) {
+    if (cache) cache->taps() = ConvWeightCache::Taps{};  // training: the weights move at every step
     // A custom Function takes no undefined tensor in 1.13: no bias is a zero bias needing no grad.
     return PositionConv::apply(x, weight, bias.defined() ? bias : torch::zeros({weight.size(0)}, weight.options()),
                                g.pack());
-  return position_forward(g, nhwc(x), nhwc(weight), bias).permute({0, 3, 1, 2});
+  }
+  if (!packed_conv(g)) return position_forward(g, nhwc(x), nhwc(weight), bias).permute({0, 3, 1, 2});
+  std::vector<PackedB> local;
+  std::vector<PackedB>& taps = taps_for(g, weight, cache, local);
+  return packed_position_forward(g, nhwc(x), nhwc(weight), bias, taps).permute({0, 3, 1, 2});
 }
 
 torch::Tensor im2col_conv2d(const Geometry& g, const torch::Tensor& x, const torch::Tensor& weight,
@@ -330,9 +453,9 @@ torch::Tensor im2col_conv2d(const torch::Tensor& x, const torch::Tensor& weight,
 }
 
 torch::Tensor position_conv2d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
-                              at::IntArrayRef stride, at::IntArrayRef padding) {
+                              at::IntArrayRef stride, at::IntArrayRef padding, ConvWeightCache* cache) {
   if (blas_sgemm_available())
-    if (auto g = gemm_geometry(x, weight, bias, stride, padding)) return position_conv2d(*g, x, weight, bias);
+    if (auto g = gemm_geometry(x, weight, bias, stride, padding)) return position_conv2d(*g, x, weight, bias, cache);
   return torch::conv2d(x, weight, bias, stride, padding);
 }
 
@@ -343,10 +466,10 @@ torch::Tensor patchify_conv2d(const torch::Tensor& x, const torch::Tensor& weigh
 }
 
 torch::Tensor conv2d_small_output(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
-                                  at::IntArrayRef stride, at::IntArrayRef padding) {
+                                  at::IntArrayRef stride, at::IntArrayRef padding, ConvWeightCache* cache) {
   if (!switched_off("ENGINE_SMALL_CONV_GEMM") && blas_sgemm_available())
     if (auto g = gemm_geometry(x, weight, bias, stride, padding)) {
-      if (g->ho * g->wo <= kSmallOutputPositions) return position_conv2d(*g, x, weight, bias);
+      if (g->ho * g->wo <= kSmallOutputPositions) return position_conv2d(*g, x, weight, bias, cache);
       // Without oneDNN (LibTorch built without it, or the oneDNN check turned it off), torch::conv2d
       // is LibTorch's own convolution (slow_conv2d); the im2col GEMMs take the larger outputs too.
       // resnet34 pretrain quick on LibTorch 2.6 with oneDNN off, 3 alternating rounds: train 321-331

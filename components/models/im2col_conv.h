@@ -5,7 +5,11 @@
 // torch::conv2d otherwise (other dtypes, CUDA, autocast), so callers need no condition.
 #include <torch/types.h>
 
+#include <memory>
+
 namespace engine {
+
+class ConvWeightCache;  // below
 
 /// torch::conv2d(x, weight, bias, stride, padding) (dilation 1, groups 1) as GEMMs: the rows
 /// [N*Ho*Wo, T*Cin] gathered from NHWC memory, T the kernel taps that see at least one input
@@ -23,8 +27,28 @@ torch::Tensor im2col_conv2d(const torch::Tensor& x, const torch::Tensor& weight,
 /// the taps each position sees (a 3x3 kernel on a 2x2 map: 4 of 9 per position). For small
 /// outputs (many GEMMs of N rows otherwise). Same dtype/device/autocast fallback as im2col_conv2d,
 /// and it needs an optimised BLAS (engine::blas_sgemm_available()).
+/// Where the packed kernels run (packed_gemm.h), each output position is one sum over its taps in
+/// registers, the weight's taps packed once per call, or once per FrozenWeights scope (an
+/// evaluation pass) with a `cache` (ENGINE_PACKED_CONV=0: OpenBLAS GEMMs per position and kernel row).
 torch::Tensor position_conv2d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
-                              at::IntArrayRef stride, at::IntArrayRef padding);
+                              at::IntArrayRef stride, at::IntArrayRef padding, ConvWeightCache* cache = nullptr);
+
+/// A convolution layer's weight in the form position_conv2d's packed kernels read, kept from one
+/// forward to the next while a FrozenWeights scope (frozen_weights.h) lasts, for the weight it was
+/// made from; released at the first call outside one. A layer owns one and passes it on each call.
+class ConvWeightCache {
+ public:
+  ConvWeightCache();
+  ~ConvWeightCache();
+  ConvWeightCache(const ConvWeightCache&) = delete;
+  ConvWeightCache& operator=(const ConvWeightCache&) = delete;
+
+  struct Taps;  // what is kept (im2col_conv.cpp)
+  Taps& taps();
+
+ private:
+  std::unique_ptr<Taps> taps_;
+};
 
 /// torch::conv2d(x, weight, bias, stride = k) for a k x k weight (no padding): ConvNeXt's stem and
 /// downsample layers. The patches do not overlap, so the rows are the input itself rearranged.
@@ -38,6 +62,6 @@ torch::Tensor patchify_conv2d(const torch::Tensor& x, const torch::Tensor& weigh
 /// runs it; through im2col_conv2d where LibTorch's own convolution would (LibTorch without oneDNN, or
 /// oneDNN turned off by the check in onednn_convs.h) unless ENGINE_IM2COL_WITHOUT_ONEDNN is "0".
 torch::Tensor conv2d_small_output(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
-                                  at::IntArrayRef stride, at::IntArrayRef padding);
+                                  at::IntArrayRef stride, at::IntArrayRef padding, ConvWeightCache* cache = nullptr);
 
 }  // namespace engine

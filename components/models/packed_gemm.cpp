@@ -1,6 +1,7 @@
 #include "components/models/packed_gemm.h"
 
 #include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
 
 #include <algorithm>
 
@@ -157,13 +158,22 @@ __attribute__((target("avx512f"), always_inline)) inline void rank1_update(__m51
   }
 }
 
+// One term of a panel's sum: A's rows from `a` (lda apart; row 0 of the rows being computed) times
+// the panel of B at `b` (k rows, ldb apart).
+struct PanelTerm {
+  const float* a;
+  const float* b;
+  int64_t ldb, k;
+};
+
 // MR rows x V vectors of 16 columns: MR * V accumulators in zmm registers (24 at most, of 32), V
-// loads of B's panel row (rows ldb apart) and MR broadcasts of A's elements per step of k. `last`:
+// loads of B's panel row (rows ldb apart) and MR broadcasts of A's elements per step of k, over
+// every term in turn (the accumulators stay in registers from the first term to the last). `last`:
 // the lanes of the V-th vector that are real columns (the panel's width need not be a multiple of
 // 16); only those are read, so that a panel read in place never reads past B.
 template <int MR, int V>
-__attribute__((target("avx512f"), always_inline)) inline void micro_kernel(const float* a, int64_t lda,
-                                                                         const float* bp, int64_t ldb, int64_t k,
+__attribute__((target("avx512f"), always_inline)) inline void micro_kernel(const PanelTerm* terms, int count,
+                                                                         int64_t row, int64_t lda,
                                                                          const float* bias, float* c,
                                                                          int64_t ldc, __mmask16 last) {
   // Every loop over r and v fully unrolled (the accumulators must stay in registers at any -O).
@@ -175,8 +185,12 @@ __attribute__((target("avx512f"), always_inline)) inline void micro_kernel(const
 #pragma GCC unroll 12
     for (int r = 0; r < MR; ++r) acc[r][v] = b0;
   }
+  for (int t = 0; t < count; ++t) {
+    const float *a = terms[t].a + row * lda, *bp = terms[t].b;
+    const int64_t ldb = terms[t].ldb, k = terms[t].k;
 #pragma GCC unroll 4
-  for (int64_t kk = 0; kk < k; ++kk) rank1_update<MR, V>(acc, a + kk, lda, bp + kk * ldb, last);
+    for (int64_t kk = 0; kk < k; ++kk) rank1_update<MR, V>(acc, a + kk, lda, bp + kk * ldb, last);
+  }
 #pragma GCC unroll 12
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
@@ -185,16 +199,14 @@ __attribute__((target("avx512f"), always_inline)) inline void micro_kernel(const
 
 // Rows [0, m) of one panel, MR at a time, the remainder with a smaller kernel.
 template <int V>
-__attribute__((target("avx512f"))) void panel_rows(const float* a, int64_t lda, const float* bp, int64_t ldb,
-                                                   int64_t k, const float* bias, float* c, int64_t ldc, int64_t m,
-                                                   __mmask16 last) {
+__attribute__((target("avx512f"))) void panel_rows(const PanelTerm* terms, int count, int64_t lda, const float* bias,
+                                                   float* c, int64_t ldc, int64_t m, __mmask16 last) {
   constexpr int MR = tile_rows(V);
   int64_t r = 0;
-  for (; r + MR <= m; r += MR) micro_kernel<MR, V>(a + r * lda, lda, bp, ldb, k, bias, c + r * ldc, ldc, last);
+  for (; r + MR <= m; r += MR) micro_kernel<MR, V>(terms, count, r, lda, bias, c + r * ldc, ldc, last);
   const int64_t left = m - r;
-  a += r * lda;
   c += r * ldc;
-#define ENGINE_CALL(n) micro_kernel<n, V>(a, lda, bp, ldb, k, bias, c, ldc, last)
+#define ENGINE_CALL(n) micro_kernel<n, V>(terms, count, r, lda, bias, c, ldc, last)
   ENGINE_REMAINDER_SWITCH(left, MR, ENGINE_CALL)
 #undef ENGINE_CALL
 }
@@ -203,24 +215,30 @@ __attribute__((target("avx512f"))) void panel_rows(const float* a, int64_t lda, 
 // (k x 64 floats) across the block's row groups.
 constexpr int64_t kRowBlock = 96;
 
-void gemm_rows(int64_t m, const float* a, int64_t lda, const PackedB& b, const float* bias, float* c,
-               int64_t ldc) {
-  for (int64_t p = 0; p < b.panels(); ++p) {
-    const int64_t n0 = p * PackedB::kPanel, width = b.width(p), vectors = b.padded_width(p) / 16;
+// C's rows [0, m) = sum over the terms of A_t B_t (+ bias), panel by panel of C's columns.
+void gemm_rows(int64_t m, const GemmTerm* terms, int count, int64_t lda, const float* bias, float* c, int64_t ldc) {
+  const PackedB& b0 = *terms[0].b;
+  PanelTerm panel_terms[kMaxGemmTerms];
+  for (int64_t p = 0; p < b0.panels(); ++p) {
+    const int64_t n0 = p * PackedB::kPanel, width = b0.width(p), vectors = b0.padded_width(p) / 16;
     const __mmask16 last = lane_mask(width - 16 * (vectors - 1));
     const float* bias_p = bias ? bias + n0 : nullptr;
+    for (int t = 0; t < count; ++t) {
+      const PackedB& b = *terms[t].b;
+      panel_terms[t] = PanelTerm{terms[t].a, b.panel(p), b.row_stride(p), b.k()};
+    }
     switch (vectors) {
       case 1:
-        panel_rows<1>(a, lda, b.panel(p), b.row_stride(p), b.k(), bias_p, c + n0, ldc, m, last);
+        panel_rows<1>(panel_terms, count, lda, bias_p, c + n0, ldc, m, last);
         break;
       case 2:
-        panel_rows<2>(a, lda, b.panel(p), b.row_stride(p), b.k(), bias_p, c + n0, ldc, m, last);
+        panel_rows<2>(panel_terms, count, lda, bias_p, c + n0, ldc, m, last);
         break;
       case 3:
-        panel_rows<3>(a, lda, b.panel(p), b.row_stride(p), b.k(), bias_p, c + n0, ldc, m, last);
+        panel_rows<3>(panel_terms, count, lda, bias_p, c + n0, ldc, m, last);
         break;
       default:
-        panel_rows<4>(a, lda, b.panel(p), b.row_stride(p), b.k(), bias_p, c + n0, ldc, m, last);
+        panel_rows<4>(panel_terms, count, lda, bias_p, c + n0, ldc, m, last);
         break;
     }
   }
@@ -271,27 +289,35 @@ constexpr int64_t kSumBlock = 256;
 }  // namespace
 #endif
 
+void gemm_packed_sum_serial(int64_t m, const GemmTerm* terms, int count, int64_t lda, const float* bias, float* c,
+                            int64_t ldc) {
+  TORCH_CHECK(count >= 1 && count <= kMaxGemmTerms, "gemm_packed_sum: ", count, " terms (1 to ", kMaxGemmTerms, ")");
+  for (int t = 1; t < count; ++t)
+    TORCH_CHECK(terms[t].b->n() == terms[0].b->n(), "gemm_packed_sum: the terms' B differ in columns");
+#ifdef ENGINE_PACKED_GEMM_X86
+  GemmTerm block[kMaxGemmTerms];
+  for (int64_t r0 = 0; r0 < m; r0 += kRowBlock) {
+    for (int t = 0; t < count; ++t) block[t] = GemmTerm{terms[t].a + r0 * lda, terms[t].b};
+    gemm_rows(std::min(kRowBlock, m - r0), block, count, lda, bias, c + r0 * ldc, ldc);
+  }
+#else
+  (void)m, (void)lda, (void)bias, (void)c, (void)ldc;
+#endif
+}
+
 void gemm_packed_serial(int64_t m, const float* a, int64_t lda, const PackedB& b, const float* bias, float* c,
                         int64_t ldc) {
-#ifdef ENGINE_PACKED_GEMM_X86
-  for (int64_t r0 = 0; r0 < m; r0 += kRowBlock)
-    gemm_rows(std::min(kRowBlock, m - r0), a + r0 * lda, lda, b, bias, c + r0 * ldc, ldc);
-#else
-  (void)m, (void)a, (void)lda, (void)b, (void)bias, (void)c, (void)ldc;
-#endif
+  const GemmTerm term{a, &b};
+  gemm_packed_sum_serial(m, &term, 1, lda, bias, c, ldc);
 }
 
 void gemm_packed(int64_t m, const float* a, int64_t lda, const PackedB& b, const float* bias, float* c,
                  int64_t ldc) {
-#ifdef ENGINE_PACKED_GEMM_X86
   const int64_t blocks = (m + kRowBlock - 1) / kRowBlock;
   at::parallel_for(0, blocks, 1, [&](int64_t first, int64_t end) {
     const int64_t r0 = first * kRowBlock, r1 = std::min(m, end * kRowBlock);
     gemm_packed_serial(r1 - r0, a + r0 * lda, lda, b, bias, c + r0 * ldc, ldc);
   });
-#else
-  (void)m, (void)a, (void)lda, (void)b, (void)bias, (void)c, (void)ldc;
-#endif
 }
 
 #ifdef ENGINE_PACKED_GEMM_X86

@@ -66,6 +66,20 @@ void gemm_packed(int64_t m, const float* a, int64_t lda, const PackedB& b, const
 void gemm_packed_serial(int64_t m, const float* a, int64_t lda, const PackedB& b, const float* bias, float* c,
                         int64_t ldc);
 
+/// One product of a sum: A [m, b->k()] from `a` (rows the sum's lda apart) times *b.
+struct GemmTerm {
+  const float* a;
+  const PackedB* b;
+};
+constexpr int kMaxGemmTerms = 64;
+
+/// C[m, n] = sum over the terms of A_t B_t (+ bias), on the calling thread: the terms' B all [*, n],
+/// their A rows lda apart. Each tile of C sums in registers, term after term, k in order, and is
+/// written once (C is not read): a convolution's output position as the sum over its kernel taps,
+/// each tap's input pixels a run of memory (im2col_conv.cpp). 1 to kMaxGemmTerms terms.
+void gemm_packed_sum_serial(int64_t m, const GemmTerm* terms, int count, int64_t lda, const float* bias, float* c,
+                            int64_t ldc);
+
 /// C[n, k] = G^T X = the sum over rows r of G[r, :] (outer) X[r, :], for row-major G [m, n] (row
 /// stride ldg) and X [m, k] (ldx); C [n, k] row-major with row stride ldc, overwritten. A Linear's
 /// weight gradient from its output gradient G and input rows X. Neither operand is copied: per

@@ -25,11 +25,14 @@ class ConvImpl : public nn::Conv2dImpl {
         stride_(stride),
         padding_(kernel / 2) {}
   torch::Tensor forward(const torch::Tensor& x) {
-    return conv2d_small_output(x, weight, {}, {stride_, stride_}, {padding_, padding_});
+    return conv2d_small_output(x, weight, {}, {stride_, stride_}, {padding_, padding_}, cache_.get());
   }
 
  private:
   int64_t stride_, padding_;
+  // The packed weight, kept through an evaluation pass (a FrozenWeights scope). Shared by copies
+  // (the cache checks which weight it was made from).
+  std::shared_ptr<ConvWeightCache> cache_ = std::make_shared<ConvWeightCache>();
 };
 TORCH_MODULE(Conv);
 

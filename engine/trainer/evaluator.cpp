@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "components/models/frozen_weights.h"
 #include "engine/data/sampler.h"
 
 namespace engine {
@@ -32,10 +33,14 @@ EvalResult Evaluator::run(Model& model, Loader& loader, const std::vector<size_t
   for (auto& m : metrics_) m->reset(classes);
   std::vector<torch::Tensor> logits, labels, rows;
   Batch batch;
-  while (loader.next(batch)) {
-    logits.push_back(infer_logits(model, batch.images, acc_));
-    labels.push_back(batch.labels);
-    rows.push_back(batch.indices);
+  {
+    // No parameter changes during the pass: layers derive their packed weights once for all batches.
+    FrozenWeights frozen;
+    while (loader.next(batch)) {
+      logits.push_back(infer_logits(model, batch.images, acc_));
+      labels.push_back(batch.labels);
+      rows.push_back(batch.indices);
+    }
   }
   auto cat = [](std::vector<torch::Tensor>& v, torch::Tensor empty) { return v.empty() ? empty : torch::cat(v); };
   torch::Tensor local_logits = cat(logits, torch::empty({0, classes}, torch::kFloat));

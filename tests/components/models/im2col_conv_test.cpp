@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "components/models/frozen_weights.h"
 #include "engine/core/blas.h"
 #include "engine/core/cpu_threads.h"
 #include "tests/components/models/mnist_batch.h"
@@ -134,6 +135,69 @@ TEST_CASE("im2col_conv2d matches torch::conv2d with padding and overlapping wind
 
 TEST_CASE("position_conv2d (one GEMM per output position and kernel row) matches torch::conv2d") {
   check_padded_cases([](const auto&... a) { return position_conv2d(a...); });
+}
+
+TEST_CASE("position_conv2d on OpenBLAS GEMMs per position and kernel row (ENGINE_PACKED_CONV=0) matches torch::conv2d") {
+  setenv("ENGINE_PACKED_CONV", "0", 1);
+  check_padded_cases([](const auto&... a) { return position_conv2d(a...); });
+  unsetenv("ENGINE_PACKED_CONV");
+}
+
+TEST_CASE("position_conv2d keeps a packed weight through a FrozenWeights scope and never uses it stale") {
+  torch::manual_seed(8);
+  const ConvCase c{"3x3 on 4x4", 32, 4, 4, 24, 3, 3, 1, 1, 1, 1, true, false, false};
+  const torch::Tensor x = digit_maps(c);
+  torch::Tensor w = (torch::randn({24, 32, 3, 3}) * 0.1).contiguous(torch::MemoryFormat::ChannelsLast);
+  const torch::Tensor w2 = w.flip({2});
+  auto conv = [&](const torch::Tensor& weight, ConvWeightCache* cache) {
+    return position_conv2d(x, weight, {}, {1, 1}, {1, 1}, cache);
+  };
+  torch::NoGradGuard no_grad;
+  ConvWeightCache cache;
+  const torch::Tensor before = conv(w, nullptr);
+  CHECK(test::rel_diff(before, torch::conv2d(x, w, {}, 1, 1)) < 1e-5);
+  CHECK(torch::equal(conv(w, &cache), before));  // outside a scope: nothing kept, the same result
+  {
+    FrozenWeights pass;
+    CHECK(torch::equal(conv(w, &cache), before));
+    CHECK(torch::equal(conv(w, &cache), before));  // from the kept form
+    // Another weight through the same cache (a copy of the layer): its own taps, not w's.
+    CHECK(torch::equal(conv(w2, &cache), conv(w2, nullptr)));
+    CHECK(torch::equal(conv(w, &cache), before));
+    {
+      FrozenWeights nested;  // belongs to the outer scope
+      CHECK(torch::equal(conv(w, &cache), before));
+    }
+  }
+  // The weight written in place between two passes, as the flat AdamW does (raw memory: no version
+  // counter sees it). The next pass must see the new weight.
+  float* p = w.data_ptr<float>();
+  for (int64_t i = 0; i < w.numel(); ++i) p[i] = -0.5f * p[i];
+  const torch::Tensor after = conv(w, nullptr);
+  CHECK(test::rel_diff(after, torch::conv2d(x, w, {}, 1, 1)) < 1e-5);
+  {
+    FrozenWeights pass;
+    CHECK(torch::equal(conv(w, &cache), after));
+  }
+}
+
+TEST_CASE("FrozenWeights scopes: nested ones share the outermost's id, each new pass has its own") {
+  CHECK(frozen_weights_scope() == 0);
+  uint64_t first = 0;
+  {
+    FrozenWeights a;
+    first = frozen_weights_scope();
+    CHECK(first != 0);
+    {
+      FrozenWeights b;
+      CHECK(frozen_weights_scope() == first);
+    }
+    CHECK(frozen_weights_scope() == first);
+  }
+  CHECK(frozen_weights_scope() == 0);
+  FrozenWeights c;
+  CHECK(frozen_weights_scope() != 0);
+  CHECK(frozen_weights_scope() != first);
 }
 
 TEST_CASE("conv2d_small_output takes the GEMMs for outputs of at most 16 positions, torch::conv2d otherwise where oneDNN runs it") {

@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -107,4 +108,48 @@ TEST_CASE("packed GEMM: the same result at 1 and 2 threads (rows split, each row
   engine::gemm_at_b(1000, g.data_ptr<float>(), 320, 320, a.data_ptr<float>(), 80, 80, gw_two.data_ptr<float>(), 80);
   at::set_num_threads(threads);
   CHECK(torch::equal(gw_one, gw_two));
+}
+
+TEST_CASE("packed GEMM sum: the sum of A_t B_t over terms (packed and in-place B) equals a float64 sum") {
+  if (!engine::packed_gemm_available()) return;
+  torch::manual_seed(5);
+  // Three terms, as three taps of a convolution: each A a run of one wide row buffer (rows lda
+  // apart), B of different k; one B read in place. 70 columns: a full panel and a 6-wide one.
+  const int64_t m = 29, n = 70, lda = 200;
+  const int64_t ks[] = {40, 17, 64};
+  torch::Tensor rows = torch::randn({m, lda}), bias = torch::randn({n});
+  std::vector<torch::Tensor> ws;
+  std::vector<engine::PackedB> bs;
+  torch::Tensor want = bias.to(torch::kDouble).expand({m, n}).clone();
+  int64_t offset = 0;
+  for (int t = 0; t < 3; ++t) {
+    torch::Tensor a = rows.narrow(1, offset, ks[t]);
+    if (t == 1) {  // B [k, n] itself, read where it is
+      ws.push_back(torch::randn({ks[t], n}));
+      bs.push_back(engine::PackedB::in_place(ws.back().data_ptr<float>(), ks[t], n, n));
+      want += torch::mm(a.to(torch::kDouble), ws.back().to(torch::kDouble));
+    } else {  // W [n, k], B = W^T
+      ws.push_back(torch::randn({n, ks[t]}));
+      bs.push_back(engine::PackedB::transposed(ws.back().data_ptr<float>(), n, ks[t], ks[t]));
+      want += torch::mm(a.to(torch::kDouble), ws.back().to(torch::kDouble).t());
+    }
+    offset += ks[t] + 5;
+  }
+  const float* base = rows.data_ptr<float>();
+  const engine::GemmTerm terms[] = {{base, &bs[0]}, {base + 45, &bs[1]}, {base + 67, &bs[2]}};
+  torch::Tensor c = torch::full({m, n + 3}, 7.0f);  // ldc > n: the 3 columns beyond stay
+  engine::gemm_packed_sum_serial(m, terms, 3, lda, bias.data_ptr<float>(), c.data_ptr<float>(), n + 3);
+  CHECK(rel_err(c.narrow(1, 0, n), want) < 1e-5);
+  CHECK(torch::equal(c.narrow(1, n, 3), torch::full({m, 3}, 7.0f)));
+  // One term is gemm_packed_serial, bit for bit.
+  torch::Tensor one = torch::empty({m, n}), serial = torch::empty({m, n});
+  engine::gemm_packed_sum_serial(m, terms, 1, lda, nullptr, one.data_ptr<float>(), n);
+  engine::gemm_packed_serial(m, base, lda, bs[0], nullptr, serial.data_ptr<float>(), n);
+  CHECK(torch::equal(one, serial));
+  // No term, or B of other widths: refused.
+  CHECK_THROWS_AS(engine::gemm_packed_sum_serial(m, terms, 0, lda, nullptr, one.data_ptr<float>(), n), c10::Error);
+  torch::Tensor narrow_w = torch::randn({n - 1, 8});
+  const engine::PackedB narrow_b = engine::PackedB::transposed(narrow_w.data_ptr<float>(), n - 1, 8, 8);
+  const engine::GemmTerm mixed[] = {{base, &bs[0]}, {base, &narrow_b}};
+  CHECK_THROWS_AS(engine::gemm_packed_sum_serial(m, mixed, 2, lda, nullptr, one.data_ptr<float>(), n), c10::Error);
 }
