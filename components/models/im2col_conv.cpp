@@ -414,6 +414,13 @@ std::optional<Geometry> gemm_geometry(const torch::Tensor& x, const torch::Tenso
 // 99-100 / 373-376, cap 16 (layer2 too) 109-112 / 412-425, cap 49 (layer1 too) 112 / 415;
 // per shape (batch 64), oneDNN wins at 7x7 (3x3 64 -> 64: 20.6 vs 30 ms fwd+bwd).
 constexpr int64_t kSmallOutputPositions = 16;
+// The cap without autograd where the packed sums run (the weight packed once per evaluation pass).
+// resnet34 at 28x28, evaluation batch 128, 1 thread, 2 x 3 alternating rounds (build/bench_eval_forward):
+// cap 16 2057-2068 img/s, 49 (layer1's 7x7 too) 2102-2152, 196 (the stem's 14x14 too: oneDNN's
+// one-channel 7x7 is slow) 2233-2374. At 112x112 input (layer2 at 14x14) 98-108 against 109-111, at
+// 224x224 (layer3) 26.7-26.9 against 26.6-27.5: no loss where oneDNN was good. Training keeps 16:
+// the backward's GEMMs per position lose to oneDNN's on larger maps.
+constexpr int64_t kPackedEvaluationPositions = 196;
 
 bool needs_autograd(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
   return torch::GradMode::is_enabled() &&
@@ -469,7 +476,10 @@ torch::Tensor conv2d_small_output(const torch::Tensor& x, const torch::Tensor& w
                                   at::IntArrayRef stride, at::IntArrayRef padding, ConvWeightCache* cache) {
   if (!switched_off("ENGINE_SMALL_CONV_GEMM") && blas_sgemm_available())
     if (auto g = gemm_geometry(x, weight, bias, stride, padding)) {
-      if (g->ho * g->wo <= kSmallOutputPositions) return position_conv2d(*g, x, weight, bias, cache);
+      // Evaluation on the packed kernels: the stem and first stage of a ResNet on small images too.
+      const bool packed_evaluation = !needs_autograd(x, weight, bias) && packed_conv(*g);
+      if (g->ho * g->wo <= (packed_evaluation ? kPackedEvaluationPositions : kSmallOutputPositions))
+        return position_conv2d(*g, x, weight, bias, cache);
       // Without oneDNN (LibTorch built without it, or the oneDNN check turned it off), torch::conv2d
       // is LibTorch's own convolution (slow_conv2d); the im2col GEMMs take the larger outputs too.
       // resnet34 pretrain quick on LibTorch 2.6 with oneDNN off, 3 alternating rounds: train 321-331
