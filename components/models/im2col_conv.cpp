@@ -252,16 +252,23 @@ ConvWeightCache::Taps& ConvWeightCache::taps() {
   if (!taps_) taps_ = std::make_unique<Taps>();
   return *taps_;
 }
+void ConvWeightCache::release() { taps_.reset(); }
+
+namespace {
+// Outside a FrozenWeights scope a cache keeps nothing (training: the weights move at every step).
+void release_outside_scope(ConvWeightCache* cache) {
+  if (cache && frozen_weights_scope() == 0) cache->release();
+}
+}  // namespace
 
 namespace {
 
 // The taps to pack into for this call: the cache's, emptied unless made for this weight in this
-// FrozenWeights scope; `local` when there is no cache. Outside a scope a cache keeps nothing.
+// FrozenWeights scope; `local` when there is no cache or no scope.
 std::vector<PackedB>& taps_for(const Geometry& g, const torch::Tensor& weight, ConvWeightCache* cache,
                                std::vector<PackedB>& local) {
   const uint64_t scope = frozen_weights_scope();
   if (!cache || scope == 0) {
-    if (cache) cache->taps() = ConvWeightCache::Taps{};
     local.clear();
     local.resize(g.kh * g.kw);
     return local;
@@ -431,7 +438,6 @@ torch::Tensor position_conv2d(const Geometry& g, const torch::Tensor& x, const t
                               const torch::Tensor& bias, ConvWeightCache* cache) {
   RECORD_FUNCTION("engine::position_conv2d", std::vector<c10::IValue>({x}));
   if (needs_autograd(x, weight, bias)) {
-    if (cache) cache->taps() = ConvWeightCache::Taps{};  // training: the weights move at every step
     // A custom Function takes no undefined tensor in 1.13: no bias is a zero bias needing no grad.
     return PositionConv::apply(x, weight, bias.defined() ? bias : torch::zeros({weight.size(0)}, weight.options()),
                                g.pack());
@@ -461,6 +467,7 @@ torch::Tensor im2col_conv2d(const torch::Tensor& x, const torch::Tensor& weight,
 
 torch::Tensor position_conv2d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                               at::IntArrayRef stride, at::IntArrayRef padding, ConvWeightCache* cache) {
+  release_outside_scope(cache);
   if (blas_sgemm_available())
     if (auto g = gemm_geometry(x, weight, bias, stride, padding)) return position_conv2d(*g, x, weight, bias, cache);
   return torch::conv2d(x, weight, bias, stride, padding);
@@ -474,6 +481,7 @@ torch::Tensor patchify_conv2d(const torch::Tensor& x, const torch::Tensor& weigh
 
 torch::Tensor conv2d_small_output(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                                   at::IntArrayRef stride, at::IntArrayRef padding, ConvWeightCache* cache) {
+  release_outside_scope(cache);
   if (!switched_off("ENGINE_SMALL_CONV_GEMM") && blas_sgemm_available())
     if (auto g = gemm_geometry(x, weight, bias, stride, padding)) {
       // Evaluation on the packed kernels: the stem and first stage of a ResNet on small images too.

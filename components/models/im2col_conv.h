@@ -43,6 +43,9 @@ class ConvWeightCache {
   ConvWeightCache(const ConvWeightCache&) = delete;
   ConvWeightCache& operator=(const ConvWeightCache&) = delete;
 
+  /// Drops what is kept.
+  void release();
+
   struct Taps;  // what is kept (im2col_conv.cpp)
   Taps& taps();
 
