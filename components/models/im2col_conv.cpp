@@ -259,9 +259,6 @@ namespace {
 void release_outside_scope(ConvWeightCache* cache) {
   if (cache && frozen_weights_scope() == 0) cache->release();
 }
-}  // namespace
-
-namespace {
 
 // The taps to pack into for this call: the cache's, emptied unless made for this weight in this
 // FrozenWeights scope; `local` when there is no cache or no scope.
@@ -349,10 +346,6 @@ torch::Tensor packed_position_forward(const Geometry& g, const torch::Tensor& xh
 bool packed_conv(const Geometry& g) {
   return packed_gemm_available() && g.kh * g.kw <= kMaxGemmTerms && !switched_off("ENGINE_PACKED_CONV");
 }
-
-}  // namespace
-
-namespace {
 
 torch::Tensor nhwc(const torch::Tensor& t) { return t.permute({0, 2, 3, 1}).contiguous(); }  // free if channels-last
 
