@@ -313,11 +313,15 @@ void gemm_packed_serial(int64_t m, const float* a, int64_t lda, const PackedB& b
 
 void gemm_packed(int64_t m, const float* a, int64_t lda, const PackedB& b, const float* bias, float* c,
                  int64_t ldc) {
+#ifdef ENGINE_PACKED_GEMM_X86
   const int64_t blocks = (m + kRowBlock - 1) / kRowBlock;
   at::parallel_for(0, blocks, 1, [&](int64_t first, int64_t end) {
     const int64_t r0 = first * kRowBlock, r1 = std::min(m, end * kRowBlock);
     gemm_packed_serial(r1 - r0, a + r0 * lda, lda, b, bias, c + r0 * ldc, ldc);
   });
+#else
+  (void)m, (void)a, (void)lda, (void)b, (void)bias, (void)c, (void)ldc;
+#endif
 }
 
 #ifdef ENGINE_PACKED_GEMM_X86
