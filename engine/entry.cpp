@@ -11,7 +11,8 @@
 // program links nothing but the C library, so setting the variable and executing engine-core
 // costs a millisecond (bench/RESULTS.md, "Start-up").
 //
-// A user's own OMP_WAIT_POLICY wins. engine-core started directly still sets the policy (its old
+// The same holds for OpenBLAS's OPENBLAS_THREAD_TIMEOUT (engine/core/load_time_env.h). A user's own
+// values win. engine-core started directly still sets the policy (its old
 // re-execution stays as the fallback); DDP ranks are engine-core started by engine-core, with the
 // environment already in place.
 #include <unistd.h>
@@ -23,9 +24,11 @@
 #include <cstring>
 #include <string>
 
+#include "engine/core/load_time_env.h"
+
 int main(int argc, char** argv) {
   (void)argc;
-  if (!std::getenv("OMP_WAIT_POLICY")) setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  engine::set_load_time_env();  // OMP_WAIT_POLICY, OPENBLAS_THREAD_TIMEOUT (load_time_env.h)
 
   // engine-core lives beside this program, wherever it was built or copied to (symlinks resolved).
   char self[PATH_MAX];

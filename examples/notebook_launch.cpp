@@ -20,18 +20,16 @@
 
 #include "engine/accelerator/accelerator.h"
 #include "engine/core/errors.h"
+#include "engine/core/load_time_env.h"
 #include "engine/launcher/launcher.h"
 #include "engine/trainer/recipe.h"
 #include "engine/trainer/registries.h"
 #include "engine/trainer/trainer.h"
 
 int main(int argc, char** argv) {
-  // Same as engine/main.cpp: OpenMP threads that spin between parallel regions starve the loader
-  // threads on a busy CPU. libgomp reads the policy when it loads, so set it and re-exec once.
-  if (!std::getenv("OMP_WAIT_POLICY")) {
-    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-    execv("/proc/self/exe", argv);
-  }
+  // Same as engine/main.cpp: how OpenMP and OpenBLAS threads wait is read when they load, so set it
+  // (engine/core/load_time_env.h) and re-exec once.
+  if (engine::set_load_time_env()) execv("/proc/self/exe", argv);
 
   int num_processes = 2;
   std::string recipe_file = "recipes/mnist_convnext.toml";

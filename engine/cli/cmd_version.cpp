@@ -59,6 +59,14 @@ std::string openmp_text() {
   return fmt::format("OMP_WAIT_POLICY={}", policy);
 }
 
+// How OpenBLAS's idle workers wait: build/engine sets OPENBLAS_THREAD_TIMEOUT=4 unless the user chose
+// (engine/core/load_time_env.h); OpenBLAS read it when this process loaded it.
+std::string blas_workers_text() {
+  const char* timeout = std::getenv("OPENBLAS_THREAD_TIMEOUT");
+  if (!timeout) return "OPENBLAS_THREAD_TIMEOUT unset: idle workers call sched_yield for ~0.1 s before they sleep";
+  return fmt::format("OPENBLAS_THREAD_TIMEOUT={}", timeout);
+}
+
 }  // namespace
 
 std::string version_text() {
@@ -83,10 +91,11 @@ std::string version_text() {
       "  NCCL          {}\n"
       "  Gloo          {}\n"
       "  BLAS          {}\n"
+      "  BLAS workers  {}\n"
       "  oneDNN        {}\n"
       "  OpenMP        {}\n",
-      engine_version(), git_revision(), build_type(), TORCH_VERSION, cuda_text(), nccl, gloo, blas_text(), onednn_text(),
-      openmp_text());
+      engine_version(), git_revision(), build_type(), TORCH_VERSION, cuda_text(), nccl, gloo, blas_text(), blas_workers_text(),
+      onednn_text(), openmp_text());
 }
 
 }  // namespace engine

@@ -131,25 +131,32 @@ TEST_CASE("engine --version says whether LibTorch's oneDNN convolutions were che
   CHECK_MESSAGE(skipped.rfind("not checked", 0) == 0, skipped);
 }
 
-TEST_CASE("build/engine starts LibTorch once per command and OpenMP's threads wait passively, unless the user set OMP_WAIT_POLICY") {
+TEST_CASE("build/engine starts LibTorch once per command, OpenMP's threads wait passively and OpenBLAS's idle workers sleep at once, unless the user set OMP_WAIT_POLICY or OPENBLAS_THREAD_TIMEOUT") {
   // libgomp reads OMP_WAIT_POLICY when it is loaded, so the variable must be in the environment before
   // LibTorch is (engine/entry.cpp). LD_DEBUG=files names each library initialised, in every program
   // the command executes.
-  auto r = run_command("env -u OMP_WAIT_POLICY LD_DEBUG=files " + engine_binary() + " --version");
+  auto r = run_command("env -u OMP_WAIT_POLICY -u OPENBLAS_THREAD_TIMEOUT LD_DEBUG=files " + engine_binary() + " --version");
   REQUIRE_MESSAGE(r.exit_code == 0, r.output);
   CHECK(field(r.output, "OpenMP") == "OMP_WAIT_POLICY=PASSIVE");
+  CHECK(field(r.output, "BLAS workers") == "OPENBLAS_THREAD_TIMEOUT=4");
   const std::regex init_line("calling init: [^\n]*/libtorch_cpu\\.so");
   const auto inits = std::distance(std::sregex_iterator(r.output.begin(), r.output.end(), init_line), std::sregex_iterator());
   CHECK_MESSAGE(inits == 1, "libtorch_cpu initialised " << inits << " times by one `engine --version`");
 
-  auto user = run_command("OMP_WAIT_POLICY=active " + engine_binary() + " --version");
+  auto user = run_command("OMP_WAIT_POLICY=active OPENBLAS_THREAD_TIMEOUT=20 " + engine_binary() + " --version");
   REQUIRE_MESSAGE(user.exit_code == 0, user.output);
   CHECK(field(user.output, "OpenMP") == "OMP_WAIT_POLICY=active");
+  CHECK(field(user.output, "BLAS workers") == "OPENBLAS_THREAD_TIMEOUT=20");
 
   // engine-core started directly (as a debugger or perf might) still sets it, by executing itself again.
   const std::string core = engine_binary().substr(0, engine_binary().find_last_of('/') + 1) + "engine-core";
-  auto direct = run_command("env -u OMP_WAIT_POLICY " + core + " --version");
+  auto direct = run_command("env -u OMP_WAIT_POLICY -u OPENBLAS_THREAD_TIMEOUT " + core + " --version");
   REQUIRE_MESSAGE(direct.exit_code == 0, direct.output);
   CHECK(field(direct.output, "OpenMP") == "OMP_WAIT_POLICY=PASSIVE");
+  CHECK(field(direct.output, "BLAS workers") == "OPENBLAS_THREAD_TIMEOUT=4");
+  // Each variable alone is enough to be set and to trigger the re-execution.
+  auto half = run_command("env -u OPENBLAS_THREAD_TIMEOUT OMP_WAIT_POLICY=PASSIVE " + core + " --version");
+  REQUIRE_MESSAGE(half.exit_code == 0, half.output);
+  CHECK(field(half.output, "BLAS workers") == "OPENBLAS_THREAD_TIMEOUT=4");
   CHECK(direct.output == run_command(engine_binary() + " --version").output);
 }
