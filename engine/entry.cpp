@@ -12,9 +12,8 @@
 // costs a millisecond (bench/RESULTS.md, "Start-up").
 //
 // The same holds for OpenBLAS's OPENBLAS_THREAD_TIMEOUT (engine/core/load_time_env.h). A user's own
-// values win. engine-core started directly still sets the policy (its old
-// re-execution stays as the fallback); DDP ranks are engine-core started by engine-core, with the
-// environment already in place.
+// values win. engine-core started directly still sets them (its old re-execution stays as the
+// fallback); DDP ranks are engine-core started by engine-core, with the environment already in place.
 #include <unistd.h>
 
 #include <cerrno>

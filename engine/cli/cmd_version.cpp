@@ -51,20 +51,12 @@ std::string onednn_text() {
   return fmt::format("on (its convolutions checked against LibTorch's own: {} agree)", r.probes);
 }
 
-// How LibTorch's OpenMP threads wait between parallel regions: build/engine sets PASSIVE unless the
-// user chose (engine/entry.cpp); libgomp read it when this process loaded it.
-std::string openmp_text() {
-  const char* policy = std::getenv("OMP_WAIT_POLICY");
-  if (!policy) return "OMP_WAIT_POLICY unset: threads spin between parallel regions";
-  return fmt::format("OMP_WAIT_POLICY={}", policy);
-}
-
-// How OpenBLAS's idle workers wait: build/engine sets OPENBLAS_THREAD_TIMEOUT=4 unless the user chose
-// (engine/core/load_time_env.h); OpenBLAS read it when this process loaded it.
-std::string blas_workers_text() {
-  const char* timeout = std::getenv("OPENBLAS_THREAD_TIMEOUT");
-  if (!timeout) return "OPENBLAS_THREAD_TIMEOUT unset: idle workers call sched_yield for ~0.1 s before they sleep";
-  return fmt::format("OPENBLAS_THREAD_TIMEOUT={}", timeout);
+// A variable that LibTorch's OpenMP threads or OpenBLAS's workers read when this process loaded them:
+// build/engine sets each unless the user chose (engine/core/load_time_env.h).
+std::string load_time_text(const char* name, const char* unset) {
+  const char* value = std::getenv(name);
+  if (!value) return fmt::format("{} unset: {}", name, unset);
+  return fmt::format("{}={}", name, value);
 }
 
 }  // namespace
@@ -94,8 +86,9 @@ std::string version_text() {
       "  BLAS workers  {}\n"
       "  oneDNN        {}\n"
       "  OpenMP        {}\n",
-      engine_version(), git_revision(), build_type(), TORCH_VERSION, cuda_text(), nccl, gloo, blas_text(), blas_workers_text(),
-      onednn_text(), openmp_text());
+      engine_version(), git_revision(), build_type(), TORCH_VERSION, cuda_text(), nccl, gloo, blas_text(),
+      load_time_text("OPENBLAS_THREAD_TIMEOUT", "idle workers call sched_yield for ~0.1 s before they sleep"),
+      onednn_text(), load_time_text("OMP_WAIT_POLICY", "threads spin between parallel regions"));
 }
 
 }  // namespace engine
