@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <optional>
 #include <vector>
@@ -13,6 +14,7 @@
 // simd.h's vector helpers (unused here) draw GCC's ABI note for AVX vectors: it does not apply.
 #pragma GCC diagnostic ignored "-Wpsabi"
 #include "components/models/frozen_weights.h"
+#include "components/models/gradient_memory.h"
 #include "components/models/packed_gemm.h"
 #include "components/models/row_gemm.h"
 #include "components/models/simd.h"
@@ -54,6 +56,8 @@ struct Geometry {
   int64_t rows() const { return n * ho * wo; }
   int64_t cols() const { return ty * tx * c; }
   bool all_taps() const { return ty == kh && tx == kw; }
+  // 1x1, stride 1, no padding: one GEMM over every pixel (the NHWC input is its [N*H*W, Cin] matrix).
+  bool pointwise() const { return kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0; }
   std::vector<int64_t> pack() const { return {n, c, h, w, o, kh, kw, sh, sw, ph, pw}; }
 };
 
@@ -195,7 +199,7 @@ struct PositionGemm {
 template <class F>
 void for_each_position_gemm(const Geometry& g, F f) {
   const int64_t ldx = g.h * g.w * g.c, ldy = g.ho * g.wo * g.o;
-  if (g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0) {
+  if (g.pointwise()) {
     f(PositionGemm{g.n * g.h * g.w, 0, g.c, 0, g.o, 0, g.c});
     return;
   }
@@ -298,7 +302,7 @@ torch::Tensor packed_position_forward(const Geometry& g, const torch::Tensor& xh
     int count;
     GemmTerm terms[kMaxGemmTerms];  // a: image 0's pixel under the tap
   };
-  const bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
+  const bool pointwise = g.pointwise();
   const int64_t rows = pointwise ? g.n * g.h * g.w : g.n;  // per position
   const int64_t lda = pointwise ? g.c : g.h * g.w * g.c, ldy = pointwise ? g.o : g.ho * g.wo * g.o;
   std::vector<Position> positions;
@@ -347,6 +351,106 @@ bool packed_conv(const Geometry& g) {
   return packed_gemm_available() && g.kh * g.kw <= kMaxGemmTerms && !switched_off("ENGINE_PACKED_CONV");
 }
 
+// Runs task(i) for i in [0, count) on LibTorch's intra-op threads, each thread taking the next task
+// when it is done with one (tasks of unequal cost: taps read by 1 to 16 positions).
+template <class F>
+void for_each_task(int64_t count, F task) {
+  std::atomic<int64_t> next{0};
+  at::parallel_for(0, std::min<int64_t>(count, at::get_num_threads()), 1, [&](int64_t, int64_t) {
+    for (int64_t i = next++; i < count; i = next++) task(i);
+  });
+}
+
+// The input gradient dx [N, H, W, Cin] (NHWC, every element written): per input pixel, the sum over
+// the (output position, tap) pairs that read it of dy_position [N, Cout] times the tap's weight
+// [Cout, Cin], read in place from the [Cout, kh, kw, Cin] weight; a pixel no window reads gets 0. A
+// pointwise convolution is one product over every pixel. Threads take pixels, or row ranges when
+// pixels are fewer than twice the threads.
+void packed_position_input_grad(const Geometry& g, const float* dy, const float* w, float* dx) {
+  const int64_t ldw = g.kh * g.kw * g.c;
+  std::vector<PackedB> taps;
+  taps.reserve(g.kh * g.kw);
+  for (int64_t t = 0; t < g.kh * g.kw; ++t) taps.push_back(PackedB::in_place(w + t * g.c, g.o, g.c, ldw));
+  struct Pixel {
+    int64_t x;  // offset of image 0's pixel in dx
+    int count;
+    GemmTerm terms[kMaxGemmTerms];  // a: image 0's output position in dy
+  };
+  const bool flat = g.pointwise();
+  const int64_t rows = flat ? g.n * g.h * g.w : g.n;  // per pixel
+  const int64_t lda = flat ? g.o : g.ho * g.wo * g.o, ldc = flat ? g.c : g.h * g.w * g.c;
+  std::vector<Pixel> pixels;
+  if (flat) {
+    pixels.push_back(Pixel{0, 1, {GemmTerm{dy, &taps[0]}}});
+  } else {
+    pixels.reserve(g.h * g.w);
+    for (int64_t iy = 0; iy < g.h; ++iy)
+      for (int64_t ix = 0; ix < g.w; ++ix) {
+        Pixel p{(iy * g.w + ix) * g.c, 0, {}};
+        for (int64_t oy = 0; oy < g.ho; ++oy) {
+          const int64_t ky = iy - oy * g.sh + g.ph;
+          if (ky < 0 || ky >= g.kh) continue;
+          for (int64_t ox = 0; ox < g.wo; ++ox) {
+            const int64_t kx = ix - ox * g.sw + g.pw;
+            if (kx >= 0 && kx < g.kw) p.terms[p.count++] = GemmTerm{dy + (oy * g.wo + ox) * g.o, &taps[ky * g.kw + kx]};
+          }
+        }
+        pixels.push_back(p);
+      }
+  }
+  const int64_t threads = at::get_num_threads(), npix = static_cast<int64_t>(pixels.size());
+  const int64_t chunks = npix >= 2 * threads ? 1 : threads, chunk_rows = (rows + chunks - 1) / chunks;
+  at::parallel_for(0, npix * chunks, 1, [&](int64_t first, int64_t end) {
+    GemmTerm terms[kMaxGemmTerms];
+    for (int64_t u = first; u < end; ++u) {
+      const Pixel& p = pixels[u / chunks];
+      const int64_t r0 = (u % chunks) * chunk_rows, r1 = std::min(rows, r0 + chunk_rows);
+      if (r0 >= r1) continue;
+      if (p.count == 0) {  // a pixel no window reads (stride > kernel)
+        for (int64_t r = r0; r < r1; ++r) std::fill_n(dx + p.x + r * ldc, g.c, 0.f);
+        continue;
+      }
+      for (int t = 0; t < p.count; ++t) terms[t] = GemmTerm{p.terms[t].a + r0 * lda, p.terms[t].b};
+      gemm_packed_sum_serial(r1 - r0, terms, p.count, lda, nullptr, dx + p.x + r0 * ldc, ldc);
+    }
+  });
+}
+
+// The weight gradient dw [Cout, kh, kw, Cin] (OHWI, every element written): per tap, the sum over the
+// output positions that read a pixel through it of dy_position^T [Cout, N] times x_pixel [N, Cin]; a
+// tap that only sees padding gets 0. A pointwise convolution's one tap sums every pixel (in 256-row
+// terms). Threads take (tap, band of 48 output channels) tasks.
+void packed_position_weight_grad(const Geometry& g, const float* dy, const float* x, float* dw) {
+  const int64_t taps = g.kh * g.kw, ldw = taps * g.c;
+  const bool flat = g.pointwise();
+  const int64_t ldg = flat ? g.o : g.ho * g.wo * g.o, ldx = flat ? g.c : g.h * g.w * g.c;
+  std::vector<std::vector<AtBTerm>> terms(taps);
+  if (flat) {
+    for (int64_t r0 = 0; r0 < g.n * g.h * g.w; r0 += 256)
+      terms[0].push_back(AtBTerm{dy + r0 * g.o, x + r0 * g.c, std::min<int64_t>(256, g.n * g.h * g.w - r0)});
+  } else {
+    for (int64_t ky = 0; ky < g.kh; ++ky)
+      for (int64_t kx = 0; kx < g.kw; ++kx)
+        for (int64_t oy = 0; oy < g.ho; ++oy) {
+          const int64_t iy = oy * g.sh - g.ph + ky;
+          if (iy < 0 || iy >= g.h) continue;
+          for (int64_t ox = 0; ox < g.wo; ++ox) {
+            const int64_t ix = ox * g.sw - g.pw + kx;
+            if (ix >= 0 && ix < g.w)
+              terms[ky * g.kw + kx].push_back(AtBTerm{dy + (oy * g.wo + ox) * g.o, x + (iy * g.w + ix) * g.c, g.n});
+          }
+        }
+  }
+  constexpr int64_t kBand = 48;  // a multiple of every tile's rows (6, 8, 12)
+  const int64_t bands = (g.o + kBand - 1) / kBand;
+  for_each_task(taps * bands, [&](int64_t i) {
+    const std::vector<AtBTerm>& tap = terms[i / bands];
+    const int64_t n0 = (i % bands) * kBand, n1 = std::min(g.o, n0 + kBand);
+    gemm_at_b_sum_serial(tap.data(), static_cast<int64_t>(tap.size()), ldg, n0, n1, ldx, g.c, dw + (i / bands) * g.c,
+                         ldw);
+  });
+}
+
 torch::Tensor nhwc(const torch::Tensor& t) { return t.permute({0, 2, 3, 1}).contiguous(); }  // free if channels-last
 
 struct PositionConv : public torch::autograd::Function<PositionConv> {
@@ -354,7 +458,7 @@ struct PositionConv : public torch::autograd::Function<PositionConv> {
                                std::vector<int64_t> sizes) {
     const Geometry g = geometry(sizes);
     torch::Tensor xh = nhwc(x), wh = nhwc(w);
-    ctx->save_for_backward({xh, wh});
+    ctx->save_for_backward({xh, wh, w});  // w: the parameter, whose gradient memory the backward claims
     ctx->saved_data["sizes"] = sizes;
     if (!packed_conv(g)) return position_forward(g, xh, wh, b).permute({0, 3, 1, 2});
     std::vector<PackedB> taps(g.kh * g.kw);
@@ -366,6 +470,24 @@ struct PositionConv : public torch::autograd::Function<PositionConv> {
     const Geometry g = geometry(ctx->saved_data["sizes"].toIntVector());
     torch::Tensor gy = nhwc(grads[0]);
     const float *dy = gy.data_ptr<float>(), *x = xh.data_ptr<float>(), *w = wh.data_ptr<float>();
+    torch::Tensor gx, gw, gb;
+    if (ctx->needs_input_grad(2)) gb = gy.view({-1, g.o}).sum(0);
+    if (packed_conv(g)) {
+      if (ctx->needs_input_grad(0)) {
+        torch::Tensor dx = torch::empty({g.n, g.h, g.w, g.c}, gy.options());
+        packed_position_input_grad(g, dy, w, dx.data_ptr<float>());
+        gx = dx.permute({0, 3, 1, 2});
+      }
+      if (ctx->needs_input_grad(1)) {
+        // Straight into the optimizer's gradient buffer when it is open to this parameter with the
+        // weight's channels-last layout (gradient_memory.h): no zeroed tensor, no copy after.
+        gw = claim_gradient_memory(saved[2]);
+        if (!gw.defined() || !gw.permute({0, 2, 3, 1}).is_contiguous())
+          gw = torch::empty({g.o, g.kh, g.kw, g.c}, gy.options()).permute({0, 3, 1, 2});
+        packed_position_weight_grad(g, dy, x, gw.data_ptr<float>());
+      }
+      return {gx, gw, gb, torch::Tensor()};
+    }
     const int64_t ldw = g.kh * g.kw * g.c;
     // A zero NHWC / OHWI gradient, every GEMM's products added in (pixels no window reads and taps
     // that only see padding stay 0), returned as an NCHW view.
@@ -375,7 +497,6 @@ struct PositionConv : public torch::autograd::Function<PositionConv> {
       for_each_position_gemm(g, [&](const PositionGemm& r) { add_products(o, r); });
       return out.permute({0, 3, 1, 2});
     };
-    torch::Tensor gx, gw, gb;
     if (ctx->needs_input_grad(0))
       gx = accumulate({g.n, g.h, g.w, g.c}, [&](float* dx, const PositionGemm& r) {
         sgemm_rows(false, false, r.rows, r.k, g.o, 1.f, dy + r.y, r.ldy, w + r.w, ldw, 1.f, dx + r.x, r.ldx);
@@ -384,7 +505,6 @@ struct PositionConv : public torch::autograd::Function<PositionConv> {
       gw = accumulate({g.o, g.kh, g.kw, g.c}, [&](float* dw, const PositionGemm& r) {
         sgemm_rows(true, false, g.o, r.k, r.rows, 1.f, dy + r.y, r.ldy, x + r.x, r.ldx, 1.f, dw + r.w, ldw);
       });
-    if (ctx->needs_input_grad(2)) gb = gy.view({-1, g.o}).sum(0);
     return {gx, gw, gb, torch::Tensor()};
   }
 };

@@ -85,9 +85,17 @@ __attribute__((target("avx512f"))) void transpose_tile(const float* src, int64_t
 
 PackedB PackedB::transposed(const float* w, int64_t n, int64_t k, int64_t ldw) {
   PackedB out(k, n);
-  for (int64_t p = 0; p < out.panels(); ++p) {
-    const int64_t n0 = p * kPanel, width = out.width(p), wp = out.padded_width(p);
-    float* dst = out.data_.get() + p * kPanel * k;
+  // Panels are independent: threads take them (a 512 x 512 weight is 8 panels of 128 KB each).
+  at::parallel_for(0, out.panels(), std::max<int64_t>(1, 16384 / (kPanel * std::max<int64_t>(1, k))),
+                   [&](int64_t first, int64_t end) { out.pack_panels(w, ldw, first, end); });
+  return out;
+}
+
+void PackedB::pack_panels(const float* w, int64_t ldw, int64_t first, int64_t end) {
+  const int64_t k = k_;
+  for (int64_t p = first; p < end; ++p) {
+    const int64_t n0 = p * kPanel, width = this->width(p), wp = padded_width(p);
+    float* dst = data_.get() + p * kPanel * k;
 #ifdef ENGINE_PACKED_GEMM_X86
     if (__builtin_cpu_supports("avx512f")) {
       for (int64_t j0 = 0; j0 < wp; j0 += 16)
@@ -100,7 +108,6 @@ PackedB PackedB::transposed(const float* w, int64_t n, int64_t k, int64_t ldw) {
     for (int64_t kk = 0; kk < k; ++kk)
       for (int64_t j = 0; j < wp; ++j) dst[kk * wp + j] = j < width ? w[(n0 + j) * ldw + kk] : 0.f;
   }
-  return out;
 }
 
 PackedB PackedB::in_place(const float* b, int64_t k, int64_t n, int64_t ldb) {
@@ -286,6 +293,46 @@ __attribute__((target("avx512f"))) void at_b_panel(int64_t m, const float* g, in
 // Rows of G and X per block: both blocks stay in L2 while every tile of C passes over them.
 constexpr int64_t kSumBlock = 256;
 
+// The weight-gradient tile over a sum of terms: C[r][16v ..] (= its value when `add`, else 0) plus,
+// term after term, the sum over the term's rows i of g[i * ldg + col + r] * x[i * ldx + k0 + 16v ..].
+template <int R, int V>
+__attribute__((target("avx512f"), always_inline)) inline void at_b_sum_tile(const AtBTerm* terms, int64_t count,
+                                                                          int64_t col, int64_t ldg, int64_t k0,
+                                                                          int64_t ldx, float* c, int64_t ldc,
+                                                                          __mmask16 last, bool add) {
+  __m512 acc[R][V];
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v)
+      acc[r][v] = add ? _mm512_maskz_loadu_ps(v == V - 1 ? last : 0xffff, c + r * ldc + 16 * v) : _mm512_setzero_ps();
+  for (int64_t t = 0; t < count; ++t) {
+    const float *g = terms[t].g + col, *x = terms[t].x + k0;
+    const int64_t rows = terms[t].rows;
+#pragma GCC unroll 2
+    for (int64_t i = 0; i < rows; ++i) rank1_update<R, V>(acc, g + i * ldg, 1, x + i * ldx, last);
+  }
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) _mm512_mask_storeu_ps(c + r * ldc + 16 * v, v == V - 1 ? last : 0xffff, acc[r][v]);
+}
+
+// C's rows [n0, n1), columns [k0, k0 + 16 V) (c: C's row 0, column 0) over the terms.
+template <int V>
+__attribute__((target("avx512f"))) void at_b_sum_panel(const AtBTerm* terms, int64_t count, int64_t ldg, int64_t n0,
+                                                       int64_t n1, int64_t k0, int64_t ldx, float* c, int64_t ldc,
+                                                       __mmask16 last, bool add) {
+  constexpr int R = tile_rows(V);
+  int64_t r = n0;
+  for (; r + R <= n1; r += R) at_b_sum_tile<R, V>(terms, count, r, ldg, k0, ldx, c + r * ldc + k0, ldc, last, add);
+  const int64_t left = n1 - r;
+  c += r * ldc + k0;
+#define ENGINE_CALL(n) at_b_sum_tile<n, V>(terms, count, r, ldg, k0, ldx, c, ldc, last, add)
+  ENGINE_REMAINDER_SWITCH(left, R, ENGINE_CALL)
+#undef ENGINE_CALL
+}
+
 }  // namespace
 #endif
 
@@ -356,6 +403,43 @@ void at_b_band(int64_t m, const float* g, int64_t ldg, int64_t n0, int64_t n1, c
 }
 }  // namespace
 #endif
+
+void gemm_at_b_sum_serial(const AtBTerm* terms, int64_t count, int64_t ldg, int64_t n0, int64_t n1, int64_t ldx,
+                          int64_t k, float* c, int64_t ldc) {
+#ifdef ENGINE_PACKED_GEMM_X86
+  if (count == 0) {
+    for (int64_t r = n0; r < n1; ++r) std::fill(c + r * ldc, c + r * ldc + k, 0.f);
+    return;
+  }
+  // Groups of terms of up to 2 * kSumBlock rows (at least one term): their rows stay in L2 while every
+  // tile of C's band passes over them; the first group writes C, the next ones add to it.
+  for (int64_t t0 = 0; t0 < count;) {
+    int64_t t1 = t0 + 1, rows = terms[t0].rows;
+    while (t1 < count && rows + terms[t1].rows <= 2 * kSumBlock) rows += terms[t1++].rows;
+    for (int64_t k0 = 0; k0 < k; k0 += PackedB::kPanel) {
+      const int64_t width = std::min(PackedB::kPanel, k - k0), vectors = (width + 15) / 16;
+      const __mmask16 last = lane_mask(width - 16 * (vectors - 1));
+      switch (vectors) {
+        case 1:
+          at_b_sum_panel<1>(terms + t0, t1 - t0, ldg, n0, n1, k0, ldx, c, ldc, last, t0 > 0);
+          break;
+        case 2:
+          at_b_sum_panel<2>(terms + t0, t1 - t0, ldg, n0, n1, k0, ldx, c, ldc, last, t0 > 0);
+          break;
+        case 3:
+          at_b_sum_panel<3>(terms + t0, t1 - t0, ldg, n0, n1, k0, ldx, c, ldc, last, t0 > 0);
+          break;
+        default:
+          at_b_sum_panel<4>(terms + t0, t1 - t0, ldg, n0, n1, k0, ldx, c, ldc, last, t0 > 0);
+          break;
+      }
+    }
+    t0 = t1;
+  }
+#else
+  (void)terms, (void)count, (void)ldg, (void)n0, (void)n1, (void)ldx, (void)k, (void)c, (void)ldc;
+#endif
+}
 
 void gemm_at_b(int64_t m, const float* g, int64_t ldg, int64_t n, const float* x, int64_t ldx, int64_t k, float* c,
                int64_t ldc) {

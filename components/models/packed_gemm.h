@@ -50,6 +50,7 @@ class PackedB {
 
  private:
   PackedB(int64_t k, int64_t n);
+  void pack_panels(const float* w, int64_t ldw, int64_t first, int64_t end);  // transposed()'s panels [first, end)
   int64_t k_ = 0, n_ = 0;
   std::unique_ptr<float[]> data_;
   const float* in_place_ = nullptr;  // in_place(): B's memory
@@ -79,6 +80,22 @@ constexpr int kMaxGemmTerms = 64;
 /// each tap's input pixels a run of memory (im2col_conv.cpp). 1 to kMaxGemmTerms terms.
 void gemm_packed_sum_serial(int64_t m, const GemmTerm* terms, int count, int64_t lda, const float* bias, float* c,
                             int64_t ldc);
+
+/// One product of a weight-gradient sum: `rows` rows of G from `g` and of X from `x` (the sum's ldg / ldx apart).
+struct AtBTerm {
+  const float* g;
+  const float* x;
+  int64_t rows;
+};
+
+/// C[r, :] = the sum over the terms of (G_t^T X_t)[r, :] for C's rows r in [n0, n1), on the calling thread:
+/// G_t [rows_t, *] (row stride ldg, C's row r is G's column r), X_t [rows_t, k] (ldx), C row-major with
+/// row stride ldc, those rows overwritten (zeros when count is 0). A convolution tap's weight gradient
+/// summed over the output positions that read through it (im2col_conv.cpp). Each tile of C sums in
+/// registers over the terms of up to 512 rows at a time, then adds in the next ones': every element sums
+/// the terms in order and each term's rows in order, the same bits whatever rows [n0, n1) a call takes.
+void gemm_at_b_sum_serial(const AtBTerm* terms, int64_t count, int64_t ldg, int64_t n0, int64_t n1, int64_t ldx,
+                          int64_t k, float* c, int64_t ldc);
 
 /// C[n, k] = G^T X = the sum over rows r of G[r, :] (outer) X[r, :], for row-major G [m, n] (row
 /// stride ldg) and X [m, k] (ldx); C [n, k] row-major with row stride ldc, overwritten. A Linear's
