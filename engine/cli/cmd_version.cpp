@@ -1,6 +1,7 @@
 // `engine --version` / `engine version`: what a bug report needs about this binary. The engine
 // side (version, git revision, build type) is engine/core/version.cpp; this file adds LibTorch's
 // side, which needs LibTorch's headers and compile definitions.
+#include <ATen/Parallel.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
@@ -8,6 +9,7 @@
 
 #include <cstdlib>
 
+#include "components/models/cpu_kernels.h"
 #include "engine/cli/commands.h"
 #include "engine/core/blas_kernels.h"
 #include "engine/accelerator/onednn_convs.h"
@@ -85,10 +87,12 @@ std::string version_text() {
       "  BLAS          {}\n"
       "  BLAS workers  {}\n"
       "  oneDNN        {}\n"
-      "  OpenMP        {}\n",
+      "  OpenMP        {}\n"
+      "  Threads       {} intra-op, engine kernels on {}\n",
       engine_version(), git_revision(), build_type(), TORCH_VERSION, cuda_text(), nccl, gloo, blas_text(),
       load_time_text("OPENBLAS_THREAD_TIMEOUT", "idle workers call sched_yield for ~0.1 s before they sleep"),
-      onednn_text(), load_time_text("OMP_WAIT_POLICY", "threads spin between parallel regions"));
+      onednn_text(), load_time_text("OMP_WAIT_POLICY", "threads spin between parallel regions"), at::get_num_threads(),
+      kernel_threads());
 }
 
 }  // namespace engine

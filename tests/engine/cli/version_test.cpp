@@ -1,6 +1,7 @@
 // `engine --version` says what a bug report needs: the engine's version (CMakeLists.txt's
 // project VERSION), the git revision it was built from, LibTorch's version and its backends.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 #include <torch/torch.h>
 #include <torch/version.h>
 
@@ -162,4 +163,14 @@ TEST_CASE("build/engine starts LibTorch once per command, OpenMP's threads wait 
   CHECK(field(half.output, "BLAS workers") == "OPENBLAS_THREAD_TIMEOUT=4");
   const auto half_inits = std::distance(std::sregex_iterator(half.output.begin(), half.output.end(), init_line), std::sregex_iterator());
   CHECK_MESSAGE(half_inits == 2, "libtorch_cpu initialised " << half_inits << " times: engine-core did not execute itself again");
+}
+
+TEST_CASE("engine --version: the engine's own kernels run on every intra-op thread (OpenMP compiled in, cmake/EngineOpenMP.cmake)") {
+  // Without -fopenmp the `#pragma omp parallel` inside at::parallel_for is dropped from the engine's
+  // translation units: its kernels then run on one thread while LibTorch's ops use all of them.
+  for (const char* threads : {"1", "2", "3"}) {
+    auto r = run_command(std::string("OMP_NUM_THREADS=") + threads + " " + engine_binary() + " --version");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+    CHECK(field(r.output, "Threads") == fmt::format("{} intra-op, engine kernels on {}", threads, threads));
+  }
 }
