@@ -283,11 +283,43 @@ std::vector<PackedB>& taps_for(const Geometry& g, const torch::Tensor& weight, C
   return t.packed;
 }
 
+// One output row group of a packed convolution pass: `rows` rows (ldc apart) from `out`, each the sum
+// of `count` products A_t B_t (A_t's rows lda apart from terms[t].a), plus the bias.
+struct TermSum {
+  int64_t out;  // offset of row 0 in the output
+  int count;
+  GemmTerm terms[kMaxGemmTerms];
+};
+
+// Every sum of `sums`, `rows` rows each, on LibTorch's intra-op threads: threads take sums, or row ranges
+// when sums are fewer than twice the threads; each element sums its terms in the same order whatever the
+// split (the same bits at any thread count). A sum of no term is the bias (zeros without one).
+void run_term_sums(const std::vector<TermSum>& sums, int64_t rows, int64_t lda, const float* bias, int64_t cols,
+                   float* out, int64_t ldc) {
+  const int64_t threads = at::get_num_threads(), count = static_cast<int64_t>(sums.size());
+  const int64_t chunks = count >= 2 * threads ? 1 : threads, chunk_rows = (rows + chunks - 1) / chunks;
+  at::parallel_for(0, count * chunks, 1, [&](int64_t first, int64_t end) {
+    GemmTerm terms[kMaxGemmTerms];
+    for (int64_t u = first; u < end; ++u) {
+      const TermSum& p = sums[u / chunks];
+      const int64_t r0 = (u % chunks) * chunk_rows, r1 = std::min(rows, r0 + chunk_rows);
+      if (r0 >= r1) continue;
+      if (p.count == 0) {
+        for (int64_t r = r0; r < r1; ++r) {
+          float* row = out + p.out + r * ldc;
+          for (int64_t j = 0; j < cols; ++j) row[j] = bias ? bias[j] : 0.f;
+        }
+        continue;
+      }
+      for (int t = 0; t < p.count; ++t) terms[t] = GemmTerm{p.terms[t].a + r0 * lda, p.terms[t].b};
+      gemm_packed_sum_serial(r1 - r0, terms, p.count, lda, bias, out + p.out + r0 * ldc, ldc);
+    }
+  });
+}
+
 // y [N, Ho, Wo, Cout] (NHWC) = bias + the sum over each position's live taps of x_pixel . W_tap, one
 // gemm_packed_sum per output position (rows: the images, lda = H*W*Cin apart), the sum in registers;
-// a pointwise convolution is one sum of one term over every pixel. Threads take positions, or row
-// ranges when positions are fewer than twice the threads; each element's sum runs in the same order
-// whatever the split (the same bits at any thread count).
+// a pointwise convolution is one sum of one term over every pixel (run_term_sums).
 torch::Tensor packed_position_forward(const Geometry& g, const torch::Tensor& xh, const torch::Tensor& wh,
                                       const torch::Tensor& b, std::vector<PackedB>& taps) {
   torch::Tensor y = torch::empty({g.n, g.ho, g.wo, g.o}, xh.options());
@@ -297,22 +329,17 @@ torch::Tensor packed_position_forward(const Geometry& g, const torch::Tensor& xh
     if (taps[t].k() == 0) taps[t] = PackedB::transposed(w + t * g.c, g.o, g.c, g.kh * g.kw * g.c);
     return &taps[t];
   };
-  struct Position {
-    int64_t y;  // offset of image 0's output pixel in y
-    int count;
-    GemmTerm terms[kMaxGemmTerms];  // a: image 0's pixel under the tap
-  };
   const bool pointwise = g.pointwise();
   const int64_t rows = pointwise ? g.n * g.h * g.w : g.n;  // per position
   const int64_t lda = pointwise ? g.c : g.h * g.w * g.c, ldy = pointwise ? g.o : g.ho * g.wo * g.o;
-  std::vector<Position> positions;
+  std::vector<TermSum> positions;  // out: image 0's output pixel in y; terms' a: image 0's pixel under the tap
   if (pointwise) {
-    positions.push_back(Position{0, 1, {GemmTerm{x, tap(0)}}});
+    positions.push_back(TermSum{0, 1, {GemmTerm{x, tap(0)}}});
   } else {
     positions.reserve(g.ho * g.wo);
     for (int64_t oy = 0; oy < g.ho; ++oy)
       for (int64_t ox = 0; ox < g.wo; ++ox) {
-        Position p{(oy * g.wo + ox) * g.o, 0, {}};
+        TermSum p{(oy * g.wo + ox) * g.o, 0, {}};
         for (int64_t ky = 0; ky < g.kh; ++ky) {
           const int64_t iy = oy * g.sh - g.ph + ky;
           if (iy < 0 || iy >= g.h) continue;
@@ -324,25 +351,7 @@ torch::Tensor packed_position_forward(const Geometry& g, const torch::Tensor& xh
         positions.push_back(p);
       }
   }
-  const int64_t threads = at::get_num_threads(), npos = static_cast<int64_t>(positions.size());
-  const int64_t chunks = npos >= 2 * threads ? 1 : threads, chunk_rows = (rows + chunks - 1) / chunks;
-  at::parallel_for(0, npos * chunks, 1, [&](int64_t first, int64_t end) {
-    GemmTerm terms[kMaxGemmTerms];
-    for (int64_t u = first; u < end; ++u) {
-      const Position& p = positions[u / chunks];
-      const int64_t r0 = (u % chunks) * chunk_rows, r1 = std::min(rows, r0 + chunk_rows);
-      if (r0 >= r1) continue;
-      if (p.count == 0) {  // a window on padding only (stride > kernel): the bias alone
-        for (int64_t r = r0; r < r1; ++r) {
-          float* row = out + p.y + r * ldy;
-          for (int64_t j = 0; j < g.o; ++j) row[j] = bias ? bias[j] : 0.f;
-        }
-        continue;
-      }
-      for (int t = 0; t < p.count; ++t) terms[t] = GemmTerm{p.terms[t].a + r0 * lda, p.terms[t].b};
-      gemm_packed_sum_serial(r1 - r0, terms, p.count, lda, bias, out + p.y + r0 * ldy, ldy);
-    }
-  });
+  run_term_sums(positions, rows, lda, bias, g.o, out, ldy);  // a window on padding only: the bias alone
   return y;
 }
 
@@ -364,29 +373,23 @@ void for_each_task(int64_t count, F task) {
 // The input gradient dx [N, H, W, Cin] (NHWC, every element written): per input pixel, the sum over
 // the (output position, tap) pairs that read it of dy_position [N, Cout] times the tap's weight
 // [Cout, Cin], read in place from the [Cout, kh, kw, Cin] weight; a pixel no window reads gets 0. A
-// pointwise convolution is one product over every pixel. Threads take pixels, or row ranges when
-// pixels are fewer than twice the threads.
+// pointwise convolution is one product over every pixel.
 void packed_position_input_grad(const Geometry& g, const float* dy, const float* w, float* dx) {
   const int64_t ldw = g.kh * g.kw * g.c;
   std::vector<PackedB> taps;
   taps.reserve(g.kh * g.kw);
   for (int64_t t = 0; t < g.kh * g.kw; ++t) taps.push_back(PackedB::in_place(w + t * g.c, g.o, g.c, ldw));
-  struct Pixel {
-    int64_t x;  // offset of image 0's pixel in dx
-    int count;
-    GemmTerm terms[kMaxGemmTerms];  // a: image 0's output position in dy
-  };
   const bool flat = g.pointwise();
   const int64_t rows = flat ? g.n * g.h * g.w : g.n;  // per pixel
   const int64_t lda = flat ? g.o : g.ho * g.wo * g.o, ldc = flat ? g.c : g.h * g.w * g.c;
-  std::vector<Pixel> pixels;
+  std::vector<TermSum> pixels;  // out: image 0's pixel in dx; terms' a: image 0's output position in dy
   if (flat) {
-    pixels.push_back(Pixel{0, 1, {GemmTerm{dy, &taps[0]}}});
+    pixels.push_back(TermSum{0, 1, {GemmTerm{dy, &taps[0]}}});
   } else {
     pixels.reserve(g.h * g.w);
     for (int64_t iy = 0; iy < g.h; ++iy)
       for (int64_t ix = 0; ix < g.w; ++ix) {
-        Pixel p{(iy * g.w + ix) * g.c, 0, {}};
+        TermSum p{(iy * g.w + ix) * g.c, 0, {}};
         for (int64_t oy = 0; oy < g.ho; ++oy) {
           const int64_t ky = iy - oy * g.sh + g.ph;
           if (ky < 0 || ky >= g.kh) continue;
@@ -398,22 +401,7 @@ void packed_position_input_grad(const Geometry& g, const float* dy, const float*
         pixels.push_back(p);
       }
   }
-  const int64_t threads = at::get_num_threads(), npix = static_cast<int64_t>(pixels.size());
-  const int64_t chunks = npix >= 2 * threads ? 1 : threads, chunk_rows = (rows + chunks - 1) / chunks;
-  at::parallel_for(0, npix * chunks, 1, [&](int64_t first, int64_t end) {
-    GemmTerm terms[kMaxGemmTerms];
-    for (int64_t u = first; u < end; ++u) {
-      const Pixel& p = pixels[u / chunks];
-      const int64_t r0 = (u % chunks) * chunk_rows, r1 = std::min(rows, r0 + chunk_rows);
-      if (r0 >= r1) continue;
-      if (p.count == 0) {  // a pixel no window reads (stride > kernel)
-        for (int64_t r = r0; r < r1; ++r) std::fill_n(dx + p.x + r * ldc, g.c, 0.f);
-        continue;
-      }
-      for (int t = 0; t < p.count; ++t) terms[t] = GemmTerm{p.terms[t].a + r0 * lda, p.terms[t].b};
-      gemm_packed_sum_serial(r1 - r0, terms, p.count, lda, nullptr, dx + p.x + r0 * ldc, ldc);
-    }
-  });
+  run_term_sums(pixels, rows, lda, nullptr, g.c, dx, ldc);  // a pixel no window reads: 0
 }
 
 // The weight gradient dw [Cout, kh, kw, Cin] (OHWI, every element written): per tap, the sum over the
