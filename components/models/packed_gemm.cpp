@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "engine/core/env.h"
 
@@ -333,6 +334,30 @@ __attribute__((target("avx512f"))) void at_b_sum_panel(const AtBTerm* terms, int
 #undef ENGINE_CALL
 }
 
+// Calls f(k0, last, std::integral_constant<int, V>{}) for each panel of up to 64 of C's k columns: V
+// vectors of 16 floats, the real lanes of the last one in `last` (the weight-gradient kernels' panels).
+template <class F>
+void for_each_column_panel(int64_t k, F f) {
+  for (int64_t k0 = 0; k0 < k; k0 += PackedB::kPanel) {
+    const int64_t width = std::min(PackedB::kPanel, k - k0), vectors = (width + 15) / 16;
+    const __mmask16 last = lane_mask(width - 16 * (vectors - 1));
+    switch (vectors) {
+      case 1:
+        f(k0, last, std::integral_constant<int, 1>{});
+        break;
+      case 2:
+        f(k0, last, std::integral_constant<int, 2>{});
+        break;
+      case 3:
+        f(k0, last, std::integral_constant<int, 3>{});
+        break;
+      default:
+        f(k0, last, std::integral_constant<int, 4>{});
+        break;
+    }
+  }
+}
+
 }  // namespace
 #endif
 
@@ -379,26 +404,9 @@ void at_b_band(int64_t m, const float* g, int64_t ldg, int64_t n0, int64_t n1, c
                float* c, int64_t ldc) {
   for (int64_t i0 = 0; i0 < m; i0 += kSumBlock) {
     const int64_t rows = std::min(kSumBlock, m - i0);
-    for (int64_t k0 = 0; k0 < k; k0 += PackedB::kPanel) {
-      const int64_t width = std::min(PackedB::kPanel, k - k0), vectors = (width + 15) / 16;
-      const __mmask16 last = lane_mask(width - 16 * (vectors - 1));
-      const float *gb = g + i0 * ldg, *xb = x + i0 * ldx + k0;
-      float* cb = c + k0;
-      switch (vectors) {
-        case 1:
-          at_b_panel<1>(rows, gb, ldg, n0, n1, xb, ldx, cb, ldc, last);
-          break;
-        case 2:
-          at_b_panel<2>(rows, gb, ldg, n0, n1, xb, ldx, cb, ldc, last);
-          break;
-        case 3:
-          at_b_panel<3>(rows, gb, ldg, n0, n1, xb, ldx, cb, ldc, last);
-          break;
-        default:
-          at_b_panel<4>(rows, gb, ldg, n0, n1, xb, ldx, cb, ldc, last);
-          break;
-      }
-    }
+    for_each_column_panel(k, [&](int64_t k0, __mmask16 last, auto vectors) {
+      at_b_panel<decltype(vectors)::value>(rows, g + i0 * ldg, ldg, n0, n1, x + i0 * ldx + k0, ldx, c + k0, ldc, last);
+    });
   }
 }
 }  // namespace
@@ -416,24 +424,9 @@ void gemm_at_b_sum_serial(const AtBTerm* terms, int64_t count, int64_t ldg, int6
   for (int64_t t0 = 0; t0 < count;) {
     int64_t t1 = t0 + 1, rows = terms[t0].rows;
     while (t1 < count && rows + terms[t1].rows <= 2 * kSumBlock) rows += terms[t1++].rows;
-    for (int64_t k0 = 0; k0 < k; k0 += PackedB::kPanel) {
-      const int64_t width = std::min(PackedB::kPanel, k - k0), vectors = (width + 15) / 16;
-      const __mmask16 last = lane_mask(width - 16 * (vectors - 1));
-      switch (vectors) {
-        case 1:
-          at_b_sum_panel<1>(terms + t0, t1 - t0, ldg, n0, n1, k0, ldx, c, ldc, last, t0 > 0);
-          break;
-        case 2:
-          at_b_sum_panel<2>(terms + t0, t1 - t0, ldg, n0, n1, k0, ldx, c, ldc, last, t0 > 0);
-          break;
-        case 3:
-          at_b_sum_panel<3>(terms + t0, t1 - t0, ldg, n0, n1, k0, ldx, c, ldc, last, t0 > 0);
-          break;
-        default:
-          at_b_sum_panel<4>(terms + t0, t1 - t0, ldg, n0, n1, k0, ldx, c, ldc, last, t0 > 0);
-          break;
-      }
-    }
+    for_each_column_panel(k, [&](int64_t k0, __mmask16 last, auto vectors) {
+      at_b_sum_panel<decltype(vectors)::value>(terms + t0, t1 - t0, ldg, n0, n1, k0, ldx, c, ldc, last, t0 > 0);
+    });
     t0 = t1;
   }
 #else
