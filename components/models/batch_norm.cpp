@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "components/models/threads.h"
+
 namespace engine {
 
 namespace {
@@ -58,6 +60,40 @@ struct SyncBatchNormFn : torch::autograd::Function<SyncBatchNormFn> {
   }
 };
 
+// batch_norm(x), or relu(batch_norm(x) [+ residual]), in training: one autograd node around LibTorch's own kernels:
+// the calls torch::batch_norm and autograd make (at::native_batch_norm, which updates the running
+// statistics in place; threshold_backward, then at::native_batch_norm_backward), so the same bits
+// as the unfused ops. Why a node of its own: on maps below kSplitMinElements all of it runs on the
+// calling thread (threads.h), forward and backward; each unfused op would wake the intra-op threads.
+struct BatchNormFn : torch::autograd::Function<BatchNormFn> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
+                               const torch::Tensor& bias, const torch::Tensor& residual, torch::Tensor running_mean,
+                               torch::Tensor running_var, double momentum, double eps, bool relu, bool add) {
+    OneThreadIf serial(x.numel() < kSplitMinElements);
+    auto out = at::native_batch_norm(x, weight, bias, running_mean, running_var, true, momentum, eps);
+    torch::Tensor& y = std::get<0>(out);
+    if (add) y.add_(residual);
+    if (relu) y.relu_();
+    ctx->save_for_backward({x, weight, std::get<1>(out), std::get<2>(out), relu ? y : torch::Tensor()});
+    ctx->saved_data["eps"] = eps;
+    ctx->saved_data["add"] = add;
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &x = saved[0], &weight = saved[1], &mean = saved[2], &invstd = saved[3], &y = saved[4];
+    const bool add = ctx->saved_data["add"].toBool();
+    OneThreadIf serial(x.numel() < kSplitMinElements);
+    const torch::Tensor g = y.defined() ? at::threshold_backward(grads[0], y, 0) : grads[0];
+    const std::array<bool, 3> mask = {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)};
+    auto in = at::native_batch_norm_backward(g, x, weight, {}, {}, mean, invstd, true, ctx->saved_data["eps"].toDouble(),
+                                             mask);
+    return {std::get<0>(in), std::get<1>(in), std::get<2>(in), add ? g : torch::Tensor(), torch::Tensor(),
+            torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
 }  // namespace
 
 RankStatsScope::RankStatsScope(const RankSum* sum) : outer_(current_rank_sum) { current_rank_sum = sum; }
@@ -90,20 +126,35 @@ void SyncBatchNorm2dImpl::pretty_print(std::ostream& stream) const {
   stream << "engine::SyncBatchNorm2d(" << num_features << ", eps=" << eps << ", momentum=" << momentum << ")";
 }
 
-torch::Tensor SyncBatchNorm2dImpl::forward(const torch::Tensor& x) {
+torch::Tensor SyncBatchNorm2dImpl::forward(const torch::Tensor& x) { return normalise(x, false, {}); }
+
+torch::Tensor SyncBatchNorm2dImpl::forward_relu(const torch::Tensor& x, const torch::Tensor& residual) {
+  return normalise(x, true, residual);
+}
+
+torch::Tensor SyncBatchNorm2dImpl::normalise(const torch::Tensor& x, bool relu, const torch::Tensor& residual) {
   TORCH_CHECK(x.dim() == 4, "BatchNorm2d: expected a 4-d input, got ", x.dim(), "-d");
-  if (!is_training())
-    return torch::batch_norm(x, weight, bias, running_mean, running_var, false, momentum, eps,
-                             at::globalContext().userEnabledCuDNN());
-  {
+  TORCH_CHECK(relu || !residual.defined(), "BatchNorm2d: a residual is added only before a ReLU");
+  if (is_training()) {
     torch::NoGradGuard no_grad;
     num_batches_tracked.add_(1);
   }
-  const RankSum* sum = current_rank_sum;
-  if (!sum)
-    return torch::batch_norm(x, weight, bias, running_mean, running_var, true, momentum, eps,
-                             at::globalContext().userEnabledCuDNN());
-  const auto out = SyncBatchNormFn::apply(x, weight, bias, running_mean, eps, reinterpret_cast<int64_t>(sum));
+  const RankSum* sum = is_training() ? current_rank_sum : nullptr;
+  if (!sum && is_training() && x.is_cpu() && torch::GradMode::is_enabled())
+    // LibTorch 1.13 takes no undefined tensor into a custom function: without a residual, x stands
+    // in for it (`add` false: not read, no gradient).
+    return BatchNormFn::apply(x, weight, bias, residual.defined() ? residual : x, running_mean, running_var, momentum,
+                              eps, relu, residual.defined());
+  OneThreadIf serial(!sum && x.is_cpu() && x.numel() < kSplitMinElements);
+  torch::Tensor y = sum ? synced(x, *sum)
+                        : torch::batch_norm(x, weight, bias, running_mean, running_var, is_training(), momentum, eps,
+                                            at::globalContext().userEnabledCuDNN());
+  if (residual.defined()) y = y.add_(residual);
+  return relu ? y.relu_() : y;
+}
+
+torch::Tensor SyncBatchNorm2dImpl::synced(const torch::Tensor& x, const RankSum& sum) {
+  const auto out = SyncBatchNormFn::apply(x, weight, bias, running_mean, eps, reinterpret_cast<int64_t>(&sum));
   // The running statistics as torch updates them: the unbiased variance of the global batch.
   // Tensor ops only: no host sync per layer on a GPU.
   torch::NoGradGuard no_grad;

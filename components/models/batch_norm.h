@@ -10,7 +10,9 @@
 // normalises with the global mean and (biased) variance. The backward all-reduces the two sums the
 // input gradient needs (of dy and of dy * x_hat); weight and bias gradients stay local, and the
 // gradient all-reduce averages them like every other parameter's. Outside a scope (one process,
-// evaluation) it is torch's BatchNorm2d.
+// evaluation) it computes what torch's BatchNorm2d does, with LibTorch's kernels; on small CPU maps
+// (below kSplitMinElements, threads.h) on the calling thread alone, forward and backward, and with
+// a following ReLU (and a residual sum before it) in the same autograd node (forward_relu).
 #include <torch/nn/cloneable.h>
 #include <torch/nn/pimpl.h>
 
@@ -45,11 +47,17 @@ class SyncBatchNorm2dImpl : public torch::nn::Cloneable<SyncBatchNorm2dImpl> {
   /// weight 1, bias 0, running mean 0, running var 1, num_batches_tracked 0 (torch's).
   void reset_parameters();
   torch::Tensor forward(const torch::Tensor& x);
+  /// relu(forward(x) + residual) (residual optional), one autograd node in training on one process.
+  torch::Tensor forward_relu(const torch::Tensor& x, const torch::Tensor& residual = {});
   void pretty_print(std::ostream& stream) const override;
 
   int64_t num_features;
   double eps, momentum;
   torch::Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+
+ private:
+  torch::Tensor normalise(const torch::Tensor& x, bool relu, const torch::Tensor& residual);
+  torch::Tensor synced(const torch::Tensor& x, const RankSum& sum);  // the training forward in a RankStatsScope
 };
 TORCH_MODULE(SyncBatchNorm2d);
 

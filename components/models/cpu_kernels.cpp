@@ -6,9 +6,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <mutex>
-#include <set>
-#include <thread>
 
 #include "components/models/gelu_tables.h"
 #include "components/models/simd.h"
@@ -342,16 +339,6 @@ void gelu_grad_rows(const float* h, float* g, float* col_sum, int64_t rows, int6
 void gelu_span_float(const float* x, float* y, int64_t n) {
   static const SpanKernel<float> kernel = gelu_kernel<float>(false);
   kernel(x, nullptr, y, n);
-}
-
-int kernel_threads() {
-  std::mutex mutex;
-  std::set<std::thread::id> seen;
-  at::parallel_for(0, at::get_num_threads(), 1, [&](int64_t, int64_t) {
-    std::lock_guard<std::mutex> lock(mutex);
-    seen.insert(std::this_thread::get_id());
-  });
-  return static_cast<int>(seen.size());
 }
 
 }  // namespace engine

@@ -23,9 +23,4 @@ void gelu_span_float(const float* x, float* y, int64_t n);
 /// col_sum[c] += the new g[r][c] over the rows (the fc1 bias gradient).
 void gelu_grad_rows(const float* h, float* g, float* col_sum, int64_t rows, int64_t cols);
 
-/// The threads an at::parallel_for in the engine's own kernels runs on at the current intra-op
-/// thread count: at::get_num_threads() where they were compiled with OpenMP like LibTorch
-/// (cmake/EngineOpenMP.cmake), 1 where at::parallel_for's `#pragma omp parallel` was dropped.
-int kernel_threads();
-
 }  // namespace engine

@@ -65,13 +65,12 @@ class ResidualBlockImpl : public nn::Module {
 
   torch::Tensor forward(const torch::Tensor& x) {
     torch::Tensor y = x;
-    for (size_t i = 0; i < convs_.size(); ++i) {
-      y = bns_[i]->forward(convs_[i]->forward(y));
-      if (i + 1 < convs_.size()) y = torch::relu_(y);
-    }
-    y = drop_path(y, drop_path_, is_training());
-    y.add_(downsample_ ? downsample_->forward(x) : x);
-    return torch::relu_(y);
+    const size_t last = convs_.size() - 1;
+    for (size_t i = 0; i < last; ++i) y = bns_[i]->forward_relu(convs_[i]->forward(y));
+    const torch::Tensor shortcut = downsample_ ? downsample_->forward(x) : x;
+    if (drop_path_ == 0.0 || !is_training()) return bns_[last]->forward_relu(convs_[last]->forward(y), shortcut);
+    y = drop_path(bns_[last]->forward(convs_[last]->forward(y)), drop_path_, true);
+    return torch::relu_(y.add_(shortcut));
   }
 
   /// timm's zero_init_last: the residual branch starts as zero, each block as the identity.
@@ -182,7 +181,7 @@ torch::Tensor ResNet::forward_features(torch::Tensor x) {
   // oneDNN answers with an NCHW map: made channels-last here, the stem's BatchNorm, ReLU and max pool
   // and the first block's shortcut run on the memory the rest of the network uses.
   if (options_.channels_last) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
-  x = parts_->bn1->forward(x).relu_();
+  x = parts_->bn1->forward_relu(x);
   x = max_pool2d_nhwc(x, 3, 2, 1);
   for (auto& layer : parts_->layers)
     for (auto& b : layer) x = b->forward(x);

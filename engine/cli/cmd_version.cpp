@@ -9,7 +9,7 @@
 
 #include <cstdlib>
 
-#include "components/models/cpu_kernels.h"
+#include "components/models/threads.h"
 #include "engine/cli/commands.h"
 #include "engine/core/blas_kernels.h"
 #include "engine/accelerator/onednn_convs.h"

@@ -4,14 +4,17 @@
 #include <torch/torch.h>
 
 #include "components/models/batch_norm.h"
+#include "components/models/threads.h"
 
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include "tests/components/models/model_fixtures.h"
 
 using namespace engine;
 using test::max_diff;
+using test::same_bits;
 
 namespace {
 
@@ -160,4 +163,110 @@ TEST_CASE("SyncBatchNorm2d: a zero weight (zero_init_last) and in-place ops on t
   CHECK(max_diff(mine->weight.grad(), ref->weight.grad()) < 1e-4);
   CHECK(max_diff(mine->bias.grad(), ref->bias.grad()) < 1e-4);
   CHECK(max_diff(xa.grad(), xb.grad()) < 1e-6);
+}
+
+namespace {
+
+// torch's unfused ops through autograd: batch_norm, the residual sum, relu.
+struct Unfused {
+  torch::Tensor y, dx, dw, db, dres, running_mean, running_var;
+};
+
+Unfused unfused(const torch::Tensor& x0, const torch::Tensor& res0, const torch::Tensor& dy, const torch::Tensor& w0,
+                const torch::Tensor& b0) {
+  torch::Tensor x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_(), b = b0.clone().requires_grad_();
+  torch::Tensor res = res0.defined() ? res0.clone().requires_grad_() : torch::Tensor();
+  torch::Tensor rm = torch::zeros({x0.size(1)}), rv = torch::ones({x0.size(1)});
+  torch::Tensor y = torch::batch_norm(x, w, b, rm, rv, true, 0.1, 1e-5, false);
+  if (res.defined()) y = y.add_(res);
+  y = y.relu_();
+  y.backward(dy);
+  return {y.detach(), x.grad(), w.grad(), b.grad(), res.defined() ? res.grad() : torch::Tensor(), rm, rv};
+}
+
+}  // namespace
+
+TEST_CASE("SyncBatchNorm2d: forward_relu in training gives the bits of torch's batch_norm, residual sum and relu through autograd") {
+  for (const int64_t hw : {2, 7}) {
+    for (const bool with_residual : {false, true}) {
+      CAPTURE(hw);
+      CAPTURE(with_residual);
+      const torch::Tensor x0 = activations(32, 16, hw, 3), dy = torch::randn_like(x0);
+      const torch::Tensor res0 = with_residual ? activations(32, 16, hw, 4) - 3.0 : torch::Tensor();
+      SyncBatchNorm2d bn(16);
+      {
+        torch::NoGradGuard g;
+        bn->weight.uniform_(0.5, 1.5);
+        bn->bias.uniform_(-0.5, 0.5);
+      }
+      const Unfused ref = unfused(x0, res0, dy, bn->weight.detach(), bn->bias.detach());
+      torch::Tensor x = x0.clone().requires_grad_();
+      torch::Tensor res = with_residual ? res0.clone().requires_grad_() : torch::Tensor();
+      torch::Tensor y = bn->forward_relu(x, res);
+      y.backward(dy);
+      CHECK(same_bits(y, ref.y));
+      CHECK(same_bits(x.grad(), ref.dx));
+      CHECK(same_bits(bn->weight.grad(), ref.dw));
+      CHECK(same_bits(bn->bias.grad(), ref.db));
+      if (with_residual) CHECK(same_bits(res.grad(), ref.dres));
+      CHECK(same_bits(bn->running_mean, ref.running_mean));
+      CHECK(same_bits(bn->running_var, ref.running_var));
+      CHECK((y.min().item<float>() == 0.0f && y.max().item<float>() > 0.0f));  // the ReLU cut something
+    }
+  }
+}
+
+namespace {
+
+// forward_relu's result, gradients and running statistics; the same through torch's ops.
+std::vector<torch::Tensor> fused_bn(const torch::Tensor& x0, const torch::Tensor& dy) {
+  SyncBatchNorm2d bn(x0.size(1));
+  torch::Tensor x = x0.clone().requires_grad_();
+  torch::Tensor y = bn->forward_relu(x);
+  y.backward(dy);
+  return {y.detach(), x.grad(), bn->weight.grad(), bn->running_var};
+}
+
+std::vector<torch::Tensor> torch_bn(const torch::Tensor& x0, const torch::Tensor& dy) {
+  const Unfused r = unfused(x0, {}, dy, torch::ones({x0.size(1)}), torch::zeros({x0.size(1)}));
+  return {r.y, r.dx, r.dw, r.running_var};
+}
+
+std::vector<torch::Tensor> at_threads(int threads, const std::function<std::vector<torch::Tensor>()>& f) {
+  const int before = torch::get_num_threads();
+  torch::set_num_threads(threads);
+  auto out = f();
+  torch::set_num_threads(before);
+  return out;
+}
+
+bool all_same_bits(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!same_bits(a[i], b[i])) return false;
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("SyncBatchNorm2d: below kSplitMinElements training runs on one thread (torch's 1-thread bits at 2 threads), from it on split") {
+  // Small: resnet34's layer2 at 28x28 digits (64 x 128 x 4 x 4 = 131k elements). Large: exactly the threshold.
+  for (const auto& shape : {std::vector<int64_t>{64, 128, 4, 4}, std::vector<int64_t>{64, 32, 16, 16}}) {
+    const bool small = shape[0] * shape[1] * shape[2] * shape[3] < kSplitMinElements;
+    CAPTURE(small);
+    torch::manual_seed(5);
+    const torch::Tensor x = (torch::randn(shape) * 1.5 + 3.0).contiguous(torch::MemoryFormat::ChannelsLast);
+    const torch::Tensor dy = torch::randn_like(x);
+    const auto torch1 = at_threads(1, [&] { return torch_bn(x, dy); });
+    const auto torch2 = at_threads(2, [&] { return torch_bn(x, dy); });
+    // The check can fail only if splitting changes the sums' order here.
+    REQUIRE_FALSE(all_same_bits(torch1, torch2));
+    int threads_after = 0;
+    const auto fused2 = at_threads(2, [&] {
+      auto r = fused_bn(x, dy);
+      threads_after = torch::get_num_threads();  // the one-thread guard put the count back
+      return r;
+    });
+    CHECK(all_same_bits(fused2, small ? torch1 : torch2));
+    CHECK(threads_after == 2);
+  }
 }

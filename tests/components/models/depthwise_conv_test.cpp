@@ -12,6 +12,7 @@
 
 using namespace engine;
 using test::rel_diff;
+using test::same_bits;
 
 namespace {
 
@@ -25,8 +26,6 @@ std::vector<torch::Tensor> run_conv(bool fast, const torch::Tensor& x0, const to
   y.backward(up);
   return {y.detach(), x.grad(), w.grad(), b.grad()};
 }
-
-bool same_bits(const torch::Tensor& a, const torch::Tensor& b) { return torch::equal(a, b); }
 
 }  // namespace
 
