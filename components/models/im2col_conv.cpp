@@ -406,16 +406,16 @@ void packed_position_input_grad(const Geometry& g, const float* dy, const float*
 
 // The weight gradient dw [Cout, kh, kw, Cin] (OHWI, every element written): per tap, the sum over the
 // output positions that read a pixel through it of dy_position^T [Cout, N] times x_pixel [N, Cin]; a
-// tap that only sees padding gets 0. A pointwise convolution's one tap sums every pixel (in 256-row
-// terms). Threads take (tap, band of 48 output channels) tasks.
+// tap that only sees padding gets 0. A pointwise convolution's one tap sums every pixel (in
+// terms of kAtBBlockRows). Threads take (tap, band of 48 output channels) tasks.
 void packed_position_weight_grad(const Geometry& g, const float* dy, const float* x, float* dw) {
   const int64_t taps = g.kh * g.kw, ldw = taps * g.c;
   const bool flat = g.pointwise();
   const int64_t ldg = flat ? g.o : g.ho * g.wo * g.o, ldx = flat ? g.c : g.h * g.w * g.c;
   std::vector<std::vector<AtBTerm>> terms(taps);
   if (flat) {
-    for (int64_t r0 = 0; r0 < g.n * g.h * g.w; r0 += 256)
-      terms[0].push_back(AtBTerm{dy + r0 * g.o, x + r0 * g.c, std::min<int64_t>(256, g.n * g.h * g.w - r0)});
+    for (int64_t r0 = 0; r0 < g.n * g.h * g.w; r0 += kAtBBlockRows)
+      terms[0].push_back(AtBTerm{dy + r0 * g.o, x + r0 * g.c, std::min(kAtBBlockRows, g.n * g.h * g.w - r0)});
   } else {
     for (int64_t ky = 0; ky < g.kh; ++ky)
       for (int64_t kx = 0; kx < g.kw; ++kx)

@@ -291,8 +291,6 @@ __attribute__((target("avx512f"))) void at_b_panel(int64_t m, const float* g, in
 #undef ENGINE_CALL
 }
 
-// Rows of G and X per block: both blocks stay in L2 while every tile of C passes over them.
-constexpr int64_t kSumBlock = 256;
 
 // The weight-gradient tile over a sum of terms: C[r][16v ..] (= its value when `add`, else 0) plus,
 // term after term, the sum over the term's rows i of g[i * ldg + col + r] * x[i * ldx + k0 + 16v ..].
@@ -402,8 +400,8 @@ namespace {
 // block's rows in order and then added to C.
 void at_b_band(int64_t m, const float* g, int64_t ldg, int64_t n0, int64_t n1, const float* x, int64_t ldx, int64_t k,
                float* c, int64_t ldc) {
-  for (int64_t i0 = 0; i0 < m; i0 += kSumBlock) {
-    const int64_t rows = std::min(kSumBlock, m - i0);
+  for (int64_t i0 = 0; i0 < m; i0 += kAtBBlockRows) {
+    const int64_t rows = std::min(kAtBBlockRows, m - i0);
     for_each_column_panel(k, [&](int64_t k0, __mmask16 last, auto vectors) {
       at_b_panel<decltype(vectors)::value>(rows, g + i0 * ldg, ldg, n0, n1, x + i0 * ldx + k0, ldx, c + k0, ldc, last);
     });
@@ -419,11 +417,11 @@ void gemm_at_b_sum_serial(const AtBTerm* terms, int64_t count, int64_t ldg, int6
     for (int64_t r = n0; r < n1; ++r) std::fill(c + r * ldc, c + r * ldc + k, 0.f);
     return;
   }
-  // Groups of terms of up to 2 * kSumBlock rows (at least one term): their rows stay in L2 while every
+  // Groups of terms of up to 2 * kAtBBlockRows rows (at least one term): their rows stay in L2 while every
   // tile of C's band passes over them; the first group writes C, the next ones add to it.
   for (int64_t t0 = 0; t0 < count;) {
     int64_t t1 = t0 + 1, rows = terms[t0].rows;
-    while (t1 < count && rows + terms[t1].rows <= 2 * kSumBlock) rows += terms[t1++].rows;
+    while (t1 < count && rows + terms[t1].rows <= 2 * kAtBBlockRows) rows += terms[t1++].rows;
     for_each_column_panel(k, [&](int64_t k0, __mmask16 last, auto vectors) {
       at_b_sum_panel<decltype(vectors)::value>(terms + t0, t1 - t0, ldg, n0, n1, k0, ldx, c, ldc, last, t0 > 0);
     });

@@ -97,6 +97,10 @@ struct AtBTerm {
 void gemm_at_b_sum_serial(const AtBTerm* terms, int64_t count, int64_t ldg, int64_t n0, int64_t n1, int64_t ldx,
                           int64_t k, float* c, int64_t ldc);
 
+/// The rows of G and X that gemm_at_b sums as one block (both stay in L2 while every tile of C passes
+/// over them); blocks are added in turn. Callers that cut the rows into terms themselves cut them so.
+constexpr int64_t kAtBBlockRows = 256;
+
 /// C[n, k] = G^T X = the sum over rows r of G[r, :] (outer) X[r, :], for row-major G [m, n] (row
 /// stride ldg) and X [m, k] (ldx); C [n, k] row-major with row stride ldc, overwritten. A Linear's
 /// weight gradient from its output gradient G and input rows X. Neither operand is copied: per
