@@ -291,7 +291,6 @@ __attribute__((target("avx512f"))) void at_b_panel(int64_t m, const float* g, in
 #undef ENGINE_CALL
 }
 
-
 // The weight-gradient tile over a sum of terms: C[r][16v ..] (= its value when `add`, else 0) plus,
 // term after term, the sum over the term's rows i of g[i * ldg + col + r] * x[i * ldx + k0 + 16v ..].
 template <int R, int V>

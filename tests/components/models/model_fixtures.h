@@ -64,12 +64,12 @@ inline std::string user_error(const std::function<void()>& f) {
   return "(no error)";
 }
 
-/// Largest absolute difference, compared in fp32 (either side may be bf16).
 /// Equal element for element, bit for bit (torch::equal), or both undefined.
 inline bool same_bits(const torch::Tensor& a, const torch::Tensor& b) {
   return a.defined() == b.defined() && (!a.defined() || torch::equal(a, b));
 }
 
+/// Largest absolute difference, compared in fp32 (either side may be bf16).
 inline double max_diff(const torch::Tensor& a, const torch::Tensor& b) {
   return (a.to(torch::kFloat) - b.to(torch::kFloat)).abs().max().item<double>();
 }
