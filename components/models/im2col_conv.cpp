@@ -291,50 +291,79 @@ struct TermSum {
   GemmTerm terms[kMaxGemmTerms];
 };
 
-// Every sum of `sums`, `rows` rows each, on LibTorch's intra-op threads: threads take sums, or row ranges
-// when sums are fewer than twice the threads; each element sums its terms in the same order whatever the
-// split (the same bits at any thread count). A sum of no term is the bias (zeros without one).
-void run_term_sums(const std::vector<TermSum>& sums, int64_t rows, int64_t lda, const float* bias, int64_t cols,
-                   float* out, int64_t ldc) {
-  const int64_t threads = at::get_num_threads(), count = static_cast<int64_t>(sums.size());
-  const int64_t chunks = count >= 2 * threads ? 1 : threads, chunk_rows = (rows + chunks - 1) / chunks;
-  at::parallel_for(0, count * chunks, 1, [&](int64_t first, int64_t end) {
-    GemmTerm terms[kMaxGemmTerms];
-    for (int64_t u = first; u < end; ++u) {
-      const TermSum& p = sums[u / chunks];
-      const int64_t r0 = (u % chunks) * chunk_rows, r1 = std::min(rows, r0 + chunk_rows);
-      if (r0 >= r1) continue;
-      if (p.count == 0) {
-        for (int64_t r = r0; r < r1; ++r) {
-          float* row = out + p.out + r * ldc;
-          for (int64_t j = 0; j < cols; ++j) row[j] = bias ? bias[j] : 0.f;
-        }
-        continue;
-      }
-      for (int t = 0; t < p.count; ++t) terms[t] = GemmTerm{p.terms[t].a + r0 * lda, p.terms[t].b};
-      gemm_packed_sum_serial(r1 - r0, terms, p.count, lda, bias, out + p.out + r0 * ldc, ldc);
-    }
+// Runs task(i) for i in [0, count) on LibTorch's intra-op threads, each thread taking the next task
+// when it is done with one (tasks of unequal cost: taps read by 1 to 16 positions, positions that
+// sum 4 to 9 taps). One parallel region: every region wakes the sleeping threads (tens of us here).
+template <class F>
+void for_each_task(int64_t count, F task) {
+  std::atomic<int64_t> next{0};
+  at::parallel_for(0, std::min<int64_t>(count, at::get_num_threads()), 1, [&](int64_t, int64_t) {
+    for (int64_t i = next++; i < count; i = next++) task(i);
   });
 }
 
+// Sums of `rows` rows each on the packed kernels, cut into units for the intra-op threads: (sum, panel
+// of 64 output columns, row chunk), chunks only when the sums' panels are fewer than twice the
+// threads. Each element is one unit's, summing its terms in the same order whatever the cut (the same
+// bits at any thread count). A sum of no term is the bias (zeros without one).
+class TermSums {
+ public:
+  TermSums(std::vector<TermSum> sums, int64_t rows, int64_t lda, const float* bias, int64_t cols, float* out,
+           int64_t ldc)
+      : sums_(std::move(sums)), rows_(rows), lda_(lda), bias_(bias), cols_(cols), out_(out), ldc_(ldc),
+        panels_((cols + PackedB::kPanel - 1) / PackedB::kPanel) {
+    const int64_t threads = at::get_num_threads(), base = static_cast<int64_t>(sums_.size()) * panels_;
+    const int64_t chunks = base >= 2 * threads ? 1 : (2 * threads + base - 1) / std::max<int64_t>(1, base);
+    chunk_rows_ = (rows + chunks - 1) / chunks;
+    chunk_rows_ = (chunk_rows_ + 23) / 24 * 24;  // whole register tiles (6, 8 or 12 rows)
+    chunks_ = std::max<int64_t>(1, (rows + chunk_rows_ - 1) / chunk_rows_);
+  }
+  int64_t units() const { return static_cast<int64_t>(sums_.size()) * panels_ * chunks_; }
+  void run(int64_t u) const {
+    const TermSum& s = sums_[u / (panels_ * chunks_)];
+    const int64_t panel = u / chunks_ % panels_, r0 = u % chunks_ * chunk_rows_, r1 = std::min(rows_, r0 + chunk_rows_);
+    if (r0 >= r1) return;
+    if (s.count == 0) {
+      const int64_t c0 = panel * PackedB::kPanel, c1 = std::min(cols_, c0 + PackedB::kPanel);
+      for (int64_t r = r0; r < r1; ++r) {
+        float* row = out_ + s.out + r * ldc_;
+        for (int64_t j = c0; j < c1; ++j) row[j] = bias_ ? bias_[j] : 0.f;
+      }
+      return;
+    }
+    GemmTerm terms[kMaxGemmTerms];
+    for (int t = 0; t < s.count; ++t) terms[t] = GemmTerm{s.terms[t].a + r0 * lda_, s.terms[t].b};
+    gemm_packed_sum_panels_serial(r1 - r0, terms, s.count, lda_, bias_, out_ + s.out + r0 * ldc_, ldc_, panel,
+                                  panel + 1);
+  }
+  void run_all() const {
+    for_each_task(units(), [&](int64_t u) { run(u); });
+  }
+
+ private:
+  std::vector<TermSum> sums_;
+  int64_t rows_, lda_;
+  const float* bias_;
+  int64_t cols_;
+  float* out_;
+  int64_t ldc_, panels_, chunk_rows_ = 0, chunks_ = 1;
+};
+
 // y [N, Ho, Wo, Cout] (NHWC) = bias + the sum over each position's live taps of x_pixel . W_tap, one
 // gemm_packed_sum per output position (rows: the images, lda = H*W*Cin apart), the sum in registers;
-// a pointwise convolution is one sum of one term over every pixel (run_term_sums).
+// a pointwise convolution is one sum of one term over every pixel. The taps no call has packed yet
+// are packed first, all in one parallel region; then the sums in another.
 torch::Tensor packed_position_forward(const Geometry& g, const torch::Tensor& xh, const torch::Tensor& wh,
                                       const torch::Tensor& b, std::vector<PackedB>& taps) {
   torch::Tensor y = torch::empty({g.n, g.ho, g.wo, g.o}, xh.options());
   const float *x = xh.data_ptr<float>(), *w = wh.data_ptr<float>(), *bias = b.defined() ? b.data_ptr<float>() : nullptr;
   float* out = y.data_ptr<float>();
-  auto tap = [&](int64_t t) -> const PackedB* {
-    if (taps[t].k() == 0) taps[t] = PackedB::transposed(w + t * g.c, g.o, g.c, g.kh * g.kw * g.c);
-    return &taps[t];
-  };
   const bool pointwise = g.pointwise();
   const int64_t rows = pointwise ? g.n * g.h * g.w : g.n;  // per position
   const int64_t lda = pointwise ? g.c : g.h * g.w * g.c, ldy = pointwise ? g.o : g.ho * g.wo * g.o;
   std::vector<TermSum> positions;  // out: image 0's output pixel in y; terms' a: image 0's pixel under the tap
   if (pointwise) {
-    positions.push_back(TermSum{0, 1, {GemmTerm{x, tap(0)}}});
+    positions.push_back(TermSum{0, 1, {GemmTerm{x, &taps[0]}}});
   } else {
     positions.reserve(g.ho * g.wo);
     for (int64_t oy = 0; oy < g.ho; ++oy)
@@ -345,13 +374,25 @@ torch::Tensor packed_position_forward(const Geometry& g, const torch::Tensor& xh
           if (iy < 0 || iy >= g.h) continue;
           for (int64_t kx = 0; kx < g.kw; ++kx) {
             const int64_t ix = ox * g.sw - g.pw + kx;
-            if (ix >= 0 && ix < g.w) p.terms[p.count++] = GemmTerm{x + (iy * g.w + ix) * g.c, tap(ky * g.kw + kx)};
+            if (ix >= 0 && ix < g.w) p.terms[p.count++] = GemmTerm{x + (iy * g.w + ix) * g.c, &taps[ky * g.kw + kx]};
           }
         }
         positions.push_back(p);
       }
   }
-  run_term_sums(positions, rows, lda, bias, g.o, out, ldy);  // a window on padding only: the bias alone
+  // The taps the sums read and no earlier call packed (a 3x3 kernel on a 1x1 map reads only its centre).
+  std::vector<char> read(taps.size(), 0);
+  for (const TermSum& p : positions)
+    for (int t = 0; t < p.count; ++t) read[p.terms[t].b - taps.data()] = 1;
+  std::vector<const float*> from;
+  std::vector<PackedB*> to;
+  for (size_t t = 0; t < taps.size(); ++t)
+    if (read[t] && taps[t].k() == 0) {
+      from.push_back(w + t * g.c);
+      to.push_back(&taps[t]);
+    }
+  PackedB::transposed_each(from, g.o, g.c, g.kh * g.kw * g.c, to);
+  TermSums(std::move(positions), rows, lda, bias, g.o, out, ldy).run_all();  // padding only: the bias alone
   return y;
 }
 
@@ -360,23 +401,13 @@ bool packed_conv(const Geometry& g) {
   return packed_gemm_available() && g.kh * g.kw <= kMaxGemmTerms && !switched_off("ENGINE_PACKED_CONV");
 }
 
-// Runs task(i) for i in [0, count) on LibTorch's intra-op threads, each thread taking the next task
-// when it is done with one (tasks of unequal cost: taps read by 1 to 16 positions).
-template <class F>
-void for_each_task(int64_t count, F task) {
-  std::atomic<int64_t> next{0};
-  at::parallel_for(0, std::min<int64_t>(count, at::get_num_threads()), 1, [&](int64_t, int64_t) {
-    for (int64_t i = next++; i < count; i = next++) task(i);
-  });
-}
-
-// The input gradient dx [N, H, W, Cin] (NHWC, every element written): per input pixel, the sum over
-// the (output position, tap) pairs that read it of dy_position [N, Cout] times the tap's weight
-// [Cout, Cin], read in place from the [Cout, kh, kw, Cin] weight; a pixel no window reads gets 0. A
-// pointwise convolution is one product over every pixel.
-void packed_position_input_grad(const Geometry& g, const float* dy, const float* w, float* dx) {
+// The input gradient dx [N, H, W, Cin] (NHWC, every element written) as sums: per input pixel, the sum
+// over the (output position, tap) pairs that read it of dy_position [N, Cout] times the tap's weight
+// [Cout, Cin], read in place from the [Cout, kh, kw, Cin] weight (`taps`: filled here, read by the
+// sums); a pixel no window reads gets 0. A pointwise convolution is one product over every pixel.
+TermSums input_grad_sums(const Geometry& g, const float* dy, const float* w, float* dx, std::vector<PackedB>& taps) {
   const int64_t ldw = g.kh * g.kw * g.c;
-  std::vector<PackedB> taps;
+  taps.clear();
   taps.reserve(g.kh * g.kw);
   for (int64_t t = 0; t < g.kh * g.kw; ++t) taps.push_back(PackedB::in_place(w + t * g.c, g.o, g.c, ldw));
   const bool flat = g.pointwise();
@@ -401,43 +432,52 @@ void packed_position_input_grad(const Geometry& g, const float* dy, const float*
         pixels.push_back(p);
       }
   }
-  run_term_sums(pixels, rows, lda, nullptr, g.c, dx, ldc);  // a pixel no window reads: 0
+  return TermSums(std::move(pixels), rows, lda, nullptr, g.c, dx, ldc);
 }
 
-// The weight gradient dw [Cout, kh, kw, Cin] (OHWI, every element written): per tap, the sum over the
-// output positions that read a pixel through it of dy_position^T [Cout, N] times x_pixel [N, Cin]; a
-// tap that only sees padding gets 0. A pointwise convolution's one tap sums every pixel (in
-// terms of kAtBBlockRows). Threads take (tap, band of 48 output channels) tasks.
-void packed_position_weight_grad(const Geometry& g, const float* dy, const float* x, float* dw) {
-  const int64_t taps = g.kh * g.kw, ldw = taps * g.c;
-  const bool flat = g.pointwise();
-  const int64_t ldg = flat ? g.o : g.ho * g.wo * g.o, ldx = flat ? g.c : g.h * g.w * g.c;
-  std::vector<std::vector<AtBTerm>> terms(taps);
-  if (flat) {
-    for (int64_t r0 = 0; r0 < g.n * g.h * g.w; r0 += kAtBBlockRows)
-      terms[0].push_back(AtBTerm{dy + r0 * g.o, x + r0 * g.c, std::min(kAtBBlockRows, g.n * g.h * g.w - r0)});
-  } else {
-    for (int64_t ky = 0; ky < g.kh; ++ky)
-      for (int64_t kx = 0; kx < g.kw; ++kx)
-        for (int64_t oy = 0; oy < g.ho; ++oy) {
-          const int64_t iy = oy * g.sh - g.ph + ky;
-          if (iy < 0 || iy >= g.h) continue;
-          for (int64_t ox = 0; ox < g.wo; ++ox) {
-            const int64_t ix = ox * g.sw - g.pw + kx;
-            if (ix >= 0 && ix < g.w)
-              terms[ky * g.kw + kx].push_back(AtBTerm{dy + (oy * g.wo + ox) * g.o, x + (iy * g.w + ix) * g.c, g.n});
+// The weight gradient dw [Cout, kh, kw, Cin] (OHWI, every element written) as units: per tap, the sum
+// over the output positions that read a pixel through it of dy_position^T [Cout, N] times x_pixel
+// [N, Cin]; a tap that only sees padding gets 0. A pointwise convolution's one tap sums every pixel
+// (in terms of kAtBBlockRows). A unit is a (tap, band of 48 output channels).
+class TapGradients {
+ public:
+  TapGradients(const Geometry& g, const float* dy, const float* x, float* dw)
+      : terms_(g.kh * g.kw), o_(g.o), c_(g.c), ldw_(g.kh * g.kw * g.c), dw_(dw) {
+    const bool flat = g.pointwise();
+    ldg_ = flat ? g.o : g.ho * g.wo * g.o;
+    ldx_ = flat ? g.c : g.h * g.w * g.c;
+    if (flat) {
+      for (int64_t r0 = 0; r0 < g.n * g.h * g.w; r0 += kAtBBlockRows)
+        terms_[0].push_back(AtBTerm{dy + r0 * g.o, x + r0 * g.c, std::min(kAtBBlockRows, g.n * g.h * g.w - r0)});
+    } else {
+      for (int64_t ky = 0; ky < g.kh; ++ky)
+        for (int64_t kx = 0; kx < g.kw; ++kx)
+          for (int64_t oy = 0; oy < g.ho; ++oy) {
+            const int64_t iy = oy * g.sh - g.ph + ky;
+            if (iy < 0 || iy >= g.h) continue;
+            for (int64_t ox = 0; ox < g.wo; ++ox) {
+              const int64_t ix = ox * g.sw - g.pw + kx;
+              if (ix >= 0 && ix < g.w)
+                terms_[ky * g.kw + kx].push_back(AtBTerm{dy + (oy * g.wo + ox) * g.o, x + (iy * g.w + ix) * g.c, g.n});
+            }
           }
-        }
+    }
   }
-  constexpr int64_t kBand = 48;  // a multiple of every tile's rows (6, 8, 12)
-  const int64_t bands = (g.o + kBand - 1) / kBand;
-  for_each_task(taps * bands, [&](int64_t i) {
-    const std::vector<AtBTerm>& tap = terms[i / bands];
-    const int64_t n0 = (i % bands) * kBand, n1 = std::min(g.o, n0 + kBand);
-    gemm_at_b_sum_serial(tap.data(), static_cast<int64_t>(tap.size()), ldg, n0, n1, ldx, g.c, dw + (i / bands) * g.c,
-                         ldw);
-  });
-}
+  int64_t units() const { return static_cast<int64_t>(terms_.size()) * bands(); }
+  void run(int64_t i) const {
+    const std::vector<AtBTerm>& tap = terms_[i / bands()];
+    const int64_t n0 = (i % bands()) * kBand, n1 = std::min(o_, n0 + kBand);
+    gemm_at_b_sum_serial(tap.data(), static_cast<int64_t>(tap.size()), ldg_, n0, n1, ldx_, c_,
+                         dw_ + (i / bands()) * c_, ldw_);
+  }
+
+ private:
+  static constexpr int64_t kBand = 48;  // a multiple of every tile's rows (6, 8, 12)
+  int64_t bands() const { return (o_ + kBand - 1) / kBand; }
+  std::vector<std::vector<AtBTerm>> terms_;
+  int64_t o_, c_, ldw_, ldg_ = 0, ldx_ = 0;
+  float* dw_;
+};
 
 torch::Tensor nhwc(const torch::Tensor& t) { return t.permute({0, 2, 3, 1}).contiguous(); }  // free if channels-last
 
@@ -461,9 +501,13 @@ struct PositionConv : public torch::autograd::Function<PositionConv> {
     torch::Tensor gx, gw, gb;
     if (ctx->needs_input_grad(2)) gb = gy.view({-1, g.o}).sum(0);
     if (packed_conv(g)) {
+      // Both gradients' units in one parallel region (the weight's, the larger, first).
+      std::vector<PackedB> taps;
+      std::optional<TermSums> input;
+      std::optional<TapGradients> weight;
       if (ctx->needs_input_grad(0)) {
         torch::Tensor dx = torch::empty({g.n, g.h, g.w, g.c}, gy.options());
-        packed_position_input_grad(g, dy, w, dx.data_ptr<float>());
+        input.emplace(input_grad_sums(g, dy, w, dx.data_ptr<float>(), taps));
         gx = dx.permute({0, 3, 1, 2});
       }
       if (ctx->needs_input_grad(1)) {
@@ -472,8 +516,15 @@ struct PositionConv : public torch::autograd::Function<PositionConv> {
         gw = claim_gradient_memory(saved[2]);
         if (!gw.defined() || !gw.permute({0, 2, 3, 1}).is_contiguous())
           gw = torch::empty({g.o, g.kh, g.kw, g.c}, gy.options()).permute({0, 3, 1, 2});
-        packed_position_weight_grad(g, dy, x, gw.data_ptr<float>());
+        weight.emplace(g, dy, x, gw.data_ptr<float>());
       }
+      const int64_t weight_units = weight ? weight->units() : 0, input_units = input ? input->units() : 0;
+      for_each_task(weight_units + input_units, [&](int64_t i) {
+        if (i < weight_units)
+          weight->run(i);
+        else
+          input->run(i - weight_units);
+      });
       return {gx, gw, gb, torch::Tensor()};
     }
     const int64_t ldw = g.kh * g.kw * g.c;

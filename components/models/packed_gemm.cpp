@@ -85,11 +85,21 @@ __attribute__((target("avx512f"))) void transpose_tile(const float* src, int64_t
 #endif
 
 PackedB PackedB::transposed(const float* w, int64_t n, int64_t k, int64_t ldw) {
-  PackedB out(k, n);
-  // Panels are independent: threads take them (a 512 x 512 weight is 8 panels of 128 KB each).
-  at::parallel_for(0, out.panels(), std::max<int64_t>(1, 16384 / (kPanel * std::max<int64_t>(1, k))),
-                   [&](int64_t first, int64_t end) { out.pack_panels(w, ldw, first, end); });
+  PackedB out;
+  transposed_each({w}, n, k, ldw, {&out});  // a 512 x 512 weight is 8 panels of 128 KB each
   return out;
+}
+
+void PackedB::transposed_each(const std::vector<const float*>& w, int64_t n, int64_t k, int64_t ldw,
+                              const std::vector<PackedB*>& out) {
+  TORCH_CHECK(w.size() == out.size(), "PackedB::transposed_each: ", w.size(), " weights for ", out.size(), " outputs");
+  for (PackedB* o : out) *o = PackedB(k, n);
+  const int64_t panels = out.empty() ? 0 : out[0]->panels();
+  // Tasks (matrix, panel); at least 16 K floats per thread, as transposed().
+  at::parallel_for(0, static_cast<int64_t>(out.size()) * panels, std::max<int64_t>(1, 16384 / (kPanel * std::max<int64_t>(1, k))),
+                   [&](int64_t first, int64_t end) {
+                     for (int64_t u = first; u < end; ++u) out[u / panels]->pack_panels(w[u / panels], ldw, u % panels, u % panels + 1);
+                   });
 }
 
 void PackedB::pack_panels(const float* w, int64_t ldw, int64_t first, int64_t end) {
@@ -223,11 +233,12 @@ __attribute__((target("avx512f"))) void panel_rows(const PanelTerm* terms, int c
 // (k x 64 floats) across the block's row groups.
 constexpr int64_t kRowBlock = 96;
 
-// C's rows [0, m) = sum over the terms of A_t B_t (+ bias), panel by panel of C's columns.
-void gemm_rows(int64_t m, const GemmTerm* terms, int count, int64_t lda, const float* bias, float* c, int64_t ldc) {
+// C's rows [0, m) = sum over the terms of A_t B_t (+ bias), panel by panel of C's columns [p0, p1).
+void gemm_rows(int64_t m, const GemmTerm* terms, int count, int64_t lda, const float* bias, float* c, int64_t ldc,
+               int64_t p0, int64_t p1) {
   const PackedB& b0 = *terms[0].b;
   PanelTerm panel_terms[kMaxGemmTerms];
-  for (int64_t p = 0; p < b0.panels(); ++p) {
+  for (int64_t p = p0; p < p1; ++p) {
     const int64_t n0 = p * PackedB::kPanel, width = b0.width(p), vectors = b0.padded_width(p) / 16;
     const __mmask16 last = lane_mask(width - 16 * (vectors - 1));
     const float* bias_p = bias ? bias + n0 : nullptr;
@@ -358,20 +369,28 @@ void for_each_column_panel(int64_t k, F f) {
 }  // namespace
 #endif
 
-void gemm_packed_sum_serial(int64_t m, const GemmTerm* terms, int count, int64_t lda, const float* bias, float* c,
-                            int64_t ldc) {
+void gemm_packed_sum_panels_serial(int64_t m, const GemmTerm* terms, int count, int64_t lda, const float* bias,
+                                   float* c, int64_t ldc, int64_t p0, int64_t p1) {
   TORCH_CHECK(count >= 1 && count <= kMaxGemmTerms, "gemm_packed_sum: ", count, " terms (1 to ", kMaxGemmTerms, ")");
   for (int t = 1; t < count; ++t)
     TORCH_CHECK(terms[t].b->n() == terms[0].b->n(), "gemm_packed_sum: the terms' B differ in columns");
+  TORCH_CHECK(0 <= p0 && p0 <= p1 && p1 <= terms[0].b->panels(), "gemm_packed_sum: panels [", p0, ", ", p1, ") of ",
+              terms[0].b->panels());
 #ifdef ENGINE_PACKED_GEMM_X86
   GemmTerm block[kMaxGemmTerms];
   for (int64_t r0 = 0; r0 < m; r0 += kRowBlock) {
     for (int t = 0; t < count; ++t) block[t] = GemmTerm{terms[t].a + r0 * lda, terms[t].b};
-    gemm_rows(std::min(kRowBlock, m - r0), block, count, lda, bias, c + r0 * ldc, ldc);
+    gemm_rows(std::min(kRowBlock, m - r0), block, count, lda, bias, c + r0 * ldc, ldc, p0, p1);
   }
 #else
   (void)m, (void)lda, (void)bias, (void)c, (void)ldc;
 #endif
+}
+
+void gemm_packed_sum_serial(int64_t m, const GemmTerm* terms, int count, int64_t lda, const float* bias, float* c,
+                            int64_t ldc) {
+  TORCH_CHECK(count >= 1, "gemm_packed_sum: ", count, " terms (1 to ", kMaxGemmTerms, ")");
+  gemm_packed_sum_panels_serial(m, terms, count, lda, bias, c, ldc, 0, terms[0].b->panels());
 }
 
 void gemm_packed_serial(int64_t m, const float* a, int64_t lda, const PackedB& b, const float* bias, float* c,

@@ -10,6 +10,7 @@
 // packed_gemm_available() is false.
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 namespace engine {
 
@@ -35,6 +36,11 @@ class PackedB {
   static PackedB in_place(const float* b, int64_t k, int64_t n, int64_t ldb);
   /// An empty matrix (k = n = 0), to be assigned.
   PackedB() = default;
+  /// Several transposed() at once, every panel of every matrix packed in one parallel region: one
+  /// wake-up of the intra-op threads instead of one per matrix (a convolution's kernel taps: up to
+  /// nine per call). out[i] = transposed(w[i], n, k, ldw); all share the shape.
+  static void transposed_each(const std::vector<const float*>& w, int64_t n, int64_t k, int64_t ldw,
+                              const std::vector<PackedB*>& out);
 
   int64_t k() const { return k_; }
   int64_t n() const { return n_; }
@@ -80,6 +86,12 @@ constexpr int kMaxGemmTerms = 64;
 /// each tap's input pixels a run of memory (im2col_conv.cpp). 1 to kMaxGemmTerms terms.
 void gemm_packed_sum_serial(int64_t m, const GemmTerm* terms, int count, int64_t lda, const float* bias, float* c,
                             int64_t ldc);
+
+/// gemm_packed_sum_serial for C's columns in B's panels [p0, p1) only (PackedB::kPanel columns each;
+/// c and bias as for all of them). Every element of C gets the same bits as from the whole call: callers
+/// split a product over threads by panels as well as by rows.
+void gemm_packed_sum_panels_serial(int64_t m, const GemmTerm* terms, int count, int64_t lda, const float* bias,
+                                   float* c, int64_t ldc, int64_t p0, int64_t p1);
 
 /// One product of a weight-gradient sum: `rows` rows of G from `g` and of X from `x` (the sum's ldg / ldx apart).
 struct AtBTerm {

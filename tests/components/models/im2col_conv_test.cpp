@@ -111,6 +111,8 @@ const ConvCase padded_cases[] = {
     {"3x3 stride 2 on 2x2 -> 1x1: four live taps", 32, 2, 2, 48, 3, 3, 2, 2, 1, 1, true, true, false},
     {"3x3 on 2x2: every tap live, windows overlap", 32, 2, 2, 40, 3, 3, 1, 1, 1, 1, true, true, true},
     {"3x3 on 4x4: corner, edge and inner positions", 24, 4, 4, 40, 3, 3, 1, 1, 1, 1, true, true, false},
+    {"3x3 on 2x2, 72 -> 136: outputs and input gradients over several column panels, the last partial", 72, 2, 2,
+     136, 3, 3, 1, 1, 1, 1, true, true, true},
     {"3x3 stride 2 on 4x4 -> 2x2", 24, 4, 4, 40, 3, 3, 2, 2, 1, 1, true, true, false},
     {"3x3 stride 2 on 7x7 -> 4x4", 16, 7, 7, 24, 3, 3, 2, 2, 1, 1, true, true, false},
     {"1x1 stride 2 shortcut, 4x4 -> 2x2", 24, 4, 4, 40, 1, 1, 2, 2, 0, 0, true, true, false},
