@@ -571,15 +571,22 @@ std::optional<Geometry> gemm_geometry(const torch::Tensor& x, const torch::Tenso
 // conv2d_small_output's cap: outputs of at most this many positions per image take position_conv2d.
 // resnet34 at 28x28, 1 thread, 2 alternating rounds (train / evaluation img/s): cap 4 (layer3-4)
 // 99-100 / 373-376, cap 16 (layer2 too) 109-112 / 412-425, cap 49 (layer1 too) 112 / 415;
-// per shape (batch 64), oneDNN wins at 7x7 (3x3 64 -> 64: 20.6 vs 30 ms fwd+bwd).
+// per shape (batch 64), oneDNN wins at 7x7 (3x3 64 -> 64: 20.6 vs 30 ms fwd+bwd). Where the packed
+// sums do not run (OpenBLAS per position and kernel row).
 constexpr int64_t kSmallOutputPositions = 16;
-// The cap without autograd where the packed sums run (the weight packed once per evaluation pass).
-// resnet34 at 28x28, evaluation batch 128, 1 thread, 2 x 3 alternating rounds (build/bench_eval_forward):
-// cap 16 2057-2068 img/s, 49 (layer1's 7x7 too) 2102-2152, 196 (the stem's 14x14 too: oneDNN's
-// one-channel 7x7 is slow) 2233-2374. At 112x112 input (layer2 at 14x14) 98-108 against 109-111, at
-// 224x224 (layer3) 26.7-26.9 against 26.6-27.5: no loss where oneDNN was good. Training keeps 16:
-// the backward's GEMMs per position lose to oneDNN's on larger maps.
-constexpr int64_t kPackedEvaluationPositions = 196;
+// The cap where the packed sums run. Evaluation (the weight packed once per pass): resnet34 at 28x28,
+// batch 128, 1 thread, 2 x 3 alternating rounds (build/bench_eval_forward): cap 16 2057-2068 img/s, 49
+// (layer1's 7x7 too) 2102-2152, 196 (the stem's 14x14 too: oneDNN's one-channel 7x7 is slow) 2233-2374.
+// At 112x112 input (layer2 at 14x14) 98-108 against 109-111, at 224x224 (layer3) 26.7-26.9 against
+// 26.6-27.5: no loss where oneDNN was good. Training, since the backward runs on the packed kernels too
+// (build/bench_conv_layers, batch 64, fwd + bwd, oneDNN's time over the packed sums' on Zen 5): at
+// 28x28 layer1 (7x7) 1.13x at 1 thread, 1.22-1.44x at 2; at 56x56 layer1 (14x14) 1.80x / 1.18x, the
+// 14x14 -> 7x7 ones 0.96-1.19x / 1.30-1.31x; at 112x112 the 14x14 maps 0.99-1.13x / 1.10-1.28x; at 224x224
+// layer3 (14x14) 1.08-1.13x at 2 threads, layer4 (7x7) 0.97x / 1.05x. Not a training convolution with
+// fewer than kPackedTrainingMinChannels input channels: its weight gradient's rows are that short (a
+// one-channel stem: 1.5 ms in oneDNN, 5.4 ms packed).
+constexpr int64_t kPackedPositions = 196;
+constexpr int64_t kPackedTrainingMinChannels = 16;
 
 bool needs_autograd(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
   return torch::GradMode::is_enabled() &&
@@ -636,9 +643,9 @@ torch::Tensor conv2d_small_output(const torch::Tensor& x, const torch::Tensor& w
   release_outside_scope(cache);
   if (!switched_off("ENGINE_SMALL_CONV_GEMM") && blas_sgemm_available())
     if (auto g = gemm_geometry(x, weight, bias, stride, padding)) {
-      // Evaluation on the packed kernels: the stem and first stage of a ResNet on small images too.
-      const bool packed_evaluation = !needs_autograd(x, weight, bias) && packed_conv(*g);
-      if (g->ho * g->wo <= (packed_evaluation ? kPackedEvaluationPositions : kSmallOutputPositions))
+      // On the packed kernels: the first stage of a ResNet on small images too (in evaluation the stem).
+      const bool packed = packed_conv(*g) && (g->c >= kPackedTrainingMinChannels || !needs_autograd(x, weight, bias));
+      if (g->ho * g->wo <= (packed ? kPackedPositions : kSmallOutputPositions))
         return position_conv2d(*g, x, weight, bias, cache);
       // Without oneDNN (LibTorch built without it, or the oneDNN check turned it off), torch::conv2d
       // is LibTorch's own convolution (slow_conv2d); the im2col GEMMs take the larger outputs too.

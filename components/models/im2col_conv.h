@@ -60,10 +60,10 @@ class ConvWeightCache {
 torch::Tensor patchify_conv2d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
 
 /// torch::conv2d(x, weight, bias, stride, padding, dilation 1, groups 1), through position_conv2d when
-/// the output has at most 16 positions per image (a ResNet's last stages on small images), or 196
-/// when nothing needs a gradient and the packed kernels run (evaluation: a ResNet's stem on small
-/// images too), the BLAS is optimised and ENGINE_SMALL_CONV_GEMM is not "0". Larger outputs: torch::conv2d where oneDNN
-/// runs it; through im2col_conv2d where LibTorch's own convolution would (LibTorch without oneDNN, or
+/// the output has at most 196 positions per image where the packed kernels run (a ResNet's stages on
+/// small images; in training only with 16 input channels or more, so not a one-channel stem; in
+/// evaluation the stem too), else at most 16 (its last stages), the BLAS is optimised and
+/// ENGINE_SMALL_CONV_GEMM is not "0". Larger outputs: torch::conv2d where oneDNN runs it; through im2col_conv2d where LibTorch's own convolution would (LibTorch without oneDNN, or
 /// oneDNN turned off by the check in onednn_convs.h) unless ENGINE_IM2COL_WITHOUT_ONEDNN is "0".
 torch::Tensor conv2d_small_output(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                                   at::IntArrayRef stride, at::IntArrayRef padding, ConvWeightCache* cache = nullptr);

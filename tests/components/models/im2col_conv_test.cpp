@@ -243,43 +243,71 @@ TEST_CASE("FrozenWeights scopes: nested ones share the outermost's id, each new 
   CHECK(frozen_weights_scope() != first);
 }
 
-TEST_CASE("conv2d_small_output takes the GEMMs for outputs of at most 16 positions (196 in evaluation on the packed kernels), torch::conv2d otherwise where oneDNN runs it") {
+TEST_CASE("conv2d_small_output takes the GEMMs for outputs of at most 196 positions on the packed kernels (in training with 16 input channels or more), 16 elsewhere, torch::conv2d otherwise where oneDNN runs it") {
   torch::manual_seed(6);
-  auto x = torch::randn({4, 16, 5, 5}).contiguous(torch::MemoryFormat::ChannelsLast);
-  auto w = torch::randn({8, 16, 3, 3}).contiguous(torch::MemoryFormat::ChannelsLast);
+  const auto cl = torch::MemoryFormat::ChannelsLast;
+  auto x = torch::randn({4, 16, 5, 5}).contiguous(cl);
+  auto w = torch::randn({8, 16, 3, 3}).contiguous(cl);
   // Training: the weight needs a gradient. The outputs compared are the same forward either way.
   auto wg = w.detach().requires_grad_();
+  const bool packed = blas_sgemm_available() && packed_gemm_available();
   // 5x5 -> 3x3 (stride 2) and 4x4 -> 4x4: the GEMM path, bit for bit what position_conv2d gives
   // (with a reference BLAS, oneDNN's convolution: faster there).
-  auto x4 = x.narrow(2, 0, 4).narrow(3, 0, 4).contiguous(torch::MemoryFormat::ChannelsLast);
+  auto x4 = x.narrow(2, 0, 4).narrow(3, 0, 4).contiguous(cl);
   for (const auto& [in, stride] : {std::pair{x, int64_t{2}}, std::pair{x4, int64_t{1}}}) {
     auto small = conv2d_small_output(in, wg, {}, {stride, stride}, {1, 1}).detach();
     CHECK(torch::equal(small, blas_sgemm_available() ? position_conv2d(in, w, {}, {stride, stride}, {1, 1})
                                                      : torch::conv2d(in, w, {}, stride, 1)));
     CHECK(test::rel_diff(small, torch::conv2d(in, w, {}, stride, 1)) < 1e-5);
   }
-  // 5x5 -> 5x5 in training: 25 positions: torch::conv2d itself where oneDNN runs it; where LibTorch's
-  // own convolution would (no oneDNN in LibTorch, or the check turned it off: onednn_convs.h), the im2col GEMMs.
+  // 5x5 -> 5x5 in training: 25 positions. On the packed kernels with 16 input channels the GEMM path.
+  // With 8 (short weight-gradient rows, as a one-channel stem's), or without the packed kernels,
+  // torch::conv2d itself where oneDNN runs it; where LibTorch's own convolution would (no oneDNN in
+  // LibTorch, or the check turned it off: onednn_convs.h), the im2col GEMMs.
+  auto x8 = x.narrow(1, 0, 8).contiguous(cl), w8 = w.narrow(1, 0, 8).contiguous(cl);
+  auto w8g = w8.detach().requires_grad_();
   for (bool onednn : {true, false}) {
     test::MkldnnSwitch set(onednn);
     const bool gemms = blas_sgemm_available() && !(at::hasMKLDNN() && onednn);
-    auto big = conv2d_small_output(x, wg, {}, {1, 1}, {1, 1}).detach();
-    CHECK_MESSAGE(torch::equal(big, gemms ? im2col_conv2d(x, w, {}, {1, 1}, {1, 1}) : torch::conv2d(x, w, {}, 1, 1)),
+    auto outside = [&](const torch::Tensor& in, const torch::Tensor& weight) {
+      return gemms ? im2col_conv2d(in, weight, {}, {1, 1}, {1, 1}) : torch::conv2d(in, weight, {}, 1, 1);
+    };
+    auto narrow = conv2d_small_output(x8, w8g, {}, {1, 1}, {1, 1}).detach();
+    CHECK_MESSAGE(torch::equal(narrow, outside(x8, w8)), "oneDNN " << (onednn ? "on" : "off"));
+    CHECK(test::rel_diff(narrow, torch::conv2d(x8, w8, {}, 1, 1)) < 1e-5);
+    auto wide = conv2d_small_output(x, wg, {}, {1, 1}, {1, 1}).detach();
+    CHECK_MESSAGE(torch::equal(wide, packed ? position_conv2d(x, w, {}, {1, 1}, {1, 1}) : outside(x, w)),
                   "oneDNN " << (onednn ? "on" : "off"));
-    CHECK(test::rel_diff(big, torch::conv2d(x, w, {}, 1, 1)) < 1e-5);
+    CHECK(test::rel_diff(wide, torch::conv2d(x, w, {}, 1, 1)) < 1e-5);
     // ENGINE_IM2COL_WITHOUT_ONEDNN=0: LibTorch's own convolution there (to measure against it).
     setenv("ENGINE_IM2COL_WITHOUT_ONEDNN", "0", 1);
-    CHECK(torch::equal(conv2d_small_output(x, wg, {}, {1, 1}, {1, 1}).detach(), torch::conv2d(x, w, {}, 1, 1)));
+    CHECK(torch::equal(conv2d_small_output(x8, w8g, {}, {1, 1}, {1, 1}).detach(), torch::conv2d(x8, w8, {}, 1, 1)));
     unsetenv("ENGINE_IM2COL_WITHOUT_ONEDNN");
   }
-  // Evaluation (nothing needs a gradient) where the packed kernels run: up to 196 positions take
-  // position_conv2d (14x14), more (15x15) torch::conv2d where oneDNN runs it.
-  if (blas_sgemm_available() && packed_gemm_available() && at::hasMKLDNN()) {
-    auto x14 = torch::randn({2, 16, 14, 14}).contiguous(torch::MemoryFormat::ChannelsLast);
-    auto x15 = torch::randn({2, 16, 15, 15}).contiguous(torch::MemoryFormat::ChannelsLast);
-    CHECK(torch::equal(conv2d_small_output(x14, w, {}, {1, 1}, {1, 1}), position_conv2d(x14, w, {}, {1, 1}, {1, 1})));
-    CHECK(torch::equal(conv2d_small_output(x15, w, {}, {1, 1}, {1, 1}), torch::conv2d(x15, w, {}, 1, 1)));
+  // Where the packed kernels run, up to 196 positions take position_conv2d (14x14), more (15x15)
+  // torch::conv2d where oneDNN runs it: in evaluation (nothing needs a gradient) and in training alike.
+  if (packed && at::hasMKLDNN()) {
+    auto x14 = torch::randn({2, 16, 14, 14}).contiguous(cl);
+    auto x15 = torch::randn({2, 16, 15, 15}).contiguous(cl);
+    for (const auto& weight : {w, wg}) {
+      CAPTURE(weight.requires_grad());
+      CHECK(torch::equal(conv2d_small_output(x14, weight, {}, {1, 1}, {1, 1}).detach(),
+                         position_conv2d(x14, w, {}, {1, 1}, {1, 1})));
+      CHECK(torch::equal(conv2d_small_output(x15, weight, {}, {1, 1}, {1, 1}).detach(), torch::conv2d(x15, w, {}, 1, 1)));
+    }
     CHECK(test::rel_diff(conv2d_small_output(x14, w, {}, {1, 1}, {1, 1}), torch::conv2d(x14, w, {}, 1, 1)) < 1e-5);
+    // Which way a training convolution took, by its backward (the outputs may agree to the bit): the
+    // packed one writes the weight's gradient into the optimizer's gradient memory, oneDNN's does not.
+    auto wrote_in_place = [&](const torch::Tensor& in) {
+      auto weight = w.detach().clone(cl).requires_grad_();
+      torch::Tensor memory = torch::empty_like(weight);
+      open_gradient_memory({weight}, {memory});
+      conv2d_small_output(in, weight, {}, {1, 1}, {1, 1}).sum().backward();
+      close_gradient_memory();
+      return weight.grad().data_ptr() == memory.data_ptr();
+    };
+    CHECK(wrote_in_place(x14));
+    CHECK_FALSE(wrote_in_place(x15));
   }
   // Arguments conv2d refuses are refused with its error, not computed (a zero stride divides by zero).
   CHECK_THROWS_AS(conv2d_small_output(x, w, {}, {0, 0}, {1, 1}), c10::Error);
