@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 #include "tests/components/models/model_fixtures.h"
+#include "tests/support/threads.h"
 
 using namespace engine;
 using test::max_diff;
@@ -233,11 +234,8 @@ std::vector<torch::Tensor> torch_bn(const torch::Tensor& x0, const torch::Tensor
 }
 
 std::vector<torch::Tensor> at_threads(int threads, const std::function<std::vector<torch::Tensor>()>& f) {
-  const int before = torch::get_num_threads();
-  torch::set_num_threads(threads);
-  auto out = f();
-  torch::set_num_threads(before);
-  return out;
+  const engine::test::IntraOpThreads scoped(threads);
+  return f();
 }
 
 bool all_same_bits(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {

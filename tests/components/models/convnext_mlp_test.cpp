@@ -14,6 +14,7 @@
 #include "components/models/layers.h"
 #include "tests/components/models/mnist_batch.h"
 #include "tests/components/models/model_fixtures.h"
+#include "tests/support/threads.h"
 
 namespace {
 
@@ -174,12 +175,10 @@ TEST_CASE("fused ConvNeXt MLP tail: the same bits with 1 and 2 threads (fixed pa
   auto fused = [&] {
     return engine::convnext_mlp_residual(p.x, p.t, p.w1, p.b1, p.w2, p.b2, p.gamma, 0.2, true);
   };
-  const int before = torch::get_num_threads();
-  torch::set_num_threads(1);
+  const engine::test::IntraOpThreads threads(1);
   const auto one = run(p, probe, 5, fused);
-  torch::set_num_threads(2);
+  threads.set(2);
   const auto two = run(p, probe, 5, fused);
-  torch::set_num_threads(before);
   for (size_t i = 0; i < one.size(); ++i) {
     INFO(i);
     CHECK(torch::equal(one[i], two[i]));
@@ -191,8 +190,7 @@ TEST_CASE("fused ConvNeXt MLP tail: row blocks give the bits of the whole-matrix
   // short); C = 10 and 40 off the 16-lane widths. ENGINE_BLOCKED_MLP is read on each call. On one
   // thread the whole backward runs chunk by chunk (tail, products and weight gradients); the test of
   // 1 vs 2 threads above compares it with the products over all rows as well.
-  const int before = torch::get_num_threads();
-  torch::set_num_threads(1);
+  const engine::test::IntraOpThreads one_thread(1);
   for (int64_t c : {10, 40}) {
     CAPTURE(c);
     const Tail p = make_tail(6, c, 12, false);
@@ -209,15 +207,13 @@ TEST_CASE("fused ConvNeXt MLP tail: row blocks give the bits of the whole-matrix
       CHECK(torch::equal(blocked[i], whole[i]));
     }
   }
-  torch::set_num_threads(before);
 }
 
 TEST_CASE("fused ConvNeXt MLP tail: frozen inputs get no gradient, the others the whole-matrix bits") {
   // The chunked backward (one thread) computes only what autograd asks for: a frozen MLP (fine-tuning
   // a head) still passes the input gradient through; a frozen input (the first block after a frozen
   // stem) still trains the weights.
-  const int before = torch::get_num_threads();
-  torch::set_num_threads(1);
+  const engine::test::IntraOpThreads one_thread(1);
   for (int frozen : {0, 1}) {
     CAPTURE(frozen);
     Tail p = make_tail(6, 40, 12, false);
@@ -244,5 +240,4 @@ TEST_CASE("fused ConvNeXt MLP tail: frozen inputs get no gradient, the others th
       if (trains) CHECK(torch::equal(chunked[i], whole[i]));
     }
   }
-  torch::set_num_threads(before);
 }

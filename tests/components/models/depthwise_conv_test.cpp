@@ -9,6 +9,7 @@
 
 #include "tests/components/models/mnist_batch.h"
 #include "tests/components/models/model_fixtures.h"
+#include "tests/support/threads.h"
 
 using namespace engine;
 using test::rel_diff;
@@ -80,15 +81,15 @@ TEST_CASE("depthwise_conv2d_same on real digits at the shipped recipe's first st
 
 TEST_CASE("depthwise_conv2d_same: the same bits at 1 and 2 threads, and zero gradient for taps that only see padding") {
   torch::manual_seed(4);
-  const int threads = at::get_num_threads();
+  const engine::test::IntraOpThreads threads(1);
   for (int64_t size : {10, 2}) {
     CAPTURE(size);
     auto x = torch::randn({20, 40, size, size}).contiguous(torch::MemoryFormat::ChannelsLast);  // 20: a short chunk
     auto w = torch::randn({40, 1, 7, 7}) * 0.1, b = torch::randn({40});
     auto up = torch::randn_like(x);
-    at::set_num_threads(1);
+    threads.set(1);
     auto one = run_conv(true, x, w, b, up);
-    at::set_num_threads(2);
+    threads.set(2);
     auto two = run_conv(true, x, w, b, up);
     for (int i = 0; i < 4; ++i) {
       CAPTURE(i);
@@ -100,7 +101,6 @@ TEST_CASE("depthwise_conv2d_same: the same bits at 1 and 2 threads, and zero gra
       CHECK(one[2].slice(2, 2, 5).slice(3, 2, 5).abs().min().item<float>() > 0.f);
     }
   }
-  at::set_num_threads(threads);
 }
 
 TEST_CASE("depthwise_conv2d_same without bias, and in bf16 and in double (torch's convolution)") {

@@ -16,6 +16,7 @@
 #include "engine/core/cpu_threads.h"
 #include "tests/components/models/mnist_batch.h"
 #include "tests/components/models/model_fixtures.h"
+#include "tests/support/threads.h"
 
 using namespace engine;
 
@@ -154,7 +155,7 @@ TEST_CASE("position_conv2d's packed passes: the same bits at 1 and 2 threads, ev
     return;
   }
   torch::manual_seed(9);
-  const int before = at::get_num_threads();
+  const engine::test::IntraOpThreads threads(1);
   for (const auto& c : padded_cases) {
     CAPTURE(c.name);
     const std::vector<int64_t> stride{c.sh, c.sw}, padding{c.ph, c.pw};
@@ -163,8 +164,8 @@ TEST_CASE("position_conv2d's packed passes: the same bits at 1 and 2 threads, ev
     const torch::Tensor up = torch::randn(torch::conv2d(x0, w0, {}, stride, padding).sizes());
     // Output, input and weight gradients; the weight's gradient memory opened as StepGradients does,
     // filled with NaN so that any element the backward leaves unwritten shows.
-    auto run = [&](int threads, bool memory) {
-      at::set_num_threads(threads);
+    auto run = [&](int count, bool memory) {
+      threads.set(count);
       auto x = x0.detach().requires_grad_(), w = w0.detach().clone(torch::MemoryFormat::ChannelsLast).requires_grad_();
       torch::Tensor mem = torch::full_like(w, std::nanf(""));
       if (memory) open_gradient_memory({w}, {mem});
@@ -178,7 +179,6 @@ TEST_CASE("position_conv2d's packed passes: the same bits at 1 and 2 threads, ev
       return std::vector<torch::Tensor>{y.detach(), x.grad(), w.grad()};
     };
     const auto one = run(1, false), two = run(2, false), in_memory = run(2, true);
-    at::set_num_threads(before);
     for (size_t i = 0; i < one.size(); ++i) {
       CHECK(torch::equal(one[i], two[i]));
       CHECK(torch::equal(one[i], in_memory[i]));  // every element written: no NaN left

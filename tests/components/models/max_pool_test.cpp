@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "tests/components/models/mnist_batch.h"
+#include "tests/support/threads.h"
 
 using namespace engine;
 
@@ -75,12 +76,10 @@ TEST_CASE("max_pool2d_nhwc propagates NaN and keeps -inf as torch does") {
 
 TEST_CASE("max_pool2d_nhwc gives the same bits at 1 and 2 threads") {
   const torch::Tensor x = relu_digits(64, 14);
-  const int before = at::get_num_threads();
-  at::set_num_threads(1);
+  const engine::test::IntraOpThreads threads(1);
   const auto one = run_pool(true, x, 3, 2, 1);
-  at::set_num_threads(2);
+  threads.set(2);
   const auto two = run_pool(true, x, 3, 2, 1);
-  at::set_num_threads(before);
   CHECK(torch::equal(one.first, two.first));
   CHECK(torch::equal(one.second, two.second));
 }

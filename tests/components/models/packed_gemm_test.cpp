@@ -2,6 +2,7 @@
 // ConvNeXt MLP shapes and on sizes that exercise every remainder: rows not a multiple of any row
 // group, panels narrower than 64 and than 16 columns, strided rows.
 #include "components/models/packed_gemm.h"
+#include "tests/support/threads.h"
 
 #include <doctest/doctest.h>
 
@@ -93,20 +94,18 @@ TEST_CASE("packed GEMM: the same result at 1 and 2 threads (rows split, each row
   torch::manual_seed(4);
   torch::Tensor a = torch::randn({1000, 80}), w = torch::randn({320, 80}), bias = torch::randn({320});
   const engine::PackedB wt = engine::PackedB::transposed(w.data_ptr<float>(), 320, 80, 80);
-  const int threads = at::get_num_threads();
+  const engine::test::IntraOpThreads threads(1);
   torch::Tensor one = torch::empty({1000, 320}), two = torch::empty({1000, 320});
-  at::set_num_threads(1);
   engine::gemm_packed(1000, a.data_ptr<float>(), 80, wt, bias.data_ptr<float>(), one.data_ptr<float>(), 320);
-  at::set_num_threads(2);
+  threads.set(2);
   engine::gemm_packed(1000, a.data_ptr<float>(), 80, wt, bias.data_ptr<float>(), two.data_ptr<float>(), 320);
   CHECK(torch::equal(one, two));
   // The weight gradient: threads split C's rows, each element sums the same rows in the same order.
   torch::Tensor g = torch::randn({1000, 320}), gw_one = torch::empty({320, 80}), gw_two = torch::empty({320, 80});
-  at::set_num_threads(1);
+  threads.set(1);
   engine::gemm_at_b(1000, g.data_ptr<float>(), 320, 320, a.data_ptr<float>(), 80, 80, gw_one.data_ptr<float>(), 80);
-  at::set_num_threads(2);
+  threads.set(2);
   engine::gemm_at_b(1000, g.data_ptr<float>(), 320, 320, a.data_ptr<float>(), 80, 80, gw_two.data_ptr<float>(), 80);
-  at::set_num_threads(threads);
   CHECK(torch::equal(gw_one, gw_two));
 }
 

@@ -18,6 +18,7 @@
 #include "tests/engine/accelerator/peer_failures.h"
 #include "tests/support/files.h"
 #include "tests/support/paths.h"
+#include "tests/support/threads.h"
 
 using engine::test::read_text;
 
@@ -48,8 +49,7 @@ using engine::test::write_text;
 TEST_CASE("gloo all_reduce_sum: exact sums of rank-dependent tensors, several dtypes") {
   // The parent runs OpenMP-parallel ops on 2 threads first (LibTorch 2.x's default is every core;
   // Debian's 1.13 starts with 1): forked workers, 2 threads each, must still compute (no pool hang).
-  const int threads_before = torch::get_num_threads();
-  torch::set_num_threads(2);
+  const engine::test::IntraOpThreads two_threads(2);
   torch::Tensor warm =
       (torch::ones({4000000}) * 2).sum() + torch::rand({256, 256}).mm(torch::rand({256, 256})).sum();
   CHECK(warm.item<double>() > 8000000);
@@ -88,7 +88,6 @@ TEST_CASE("gloo all_reduce_sum: exact sums of rank-dependent tensors, several dt
     c.all_reduce_sum(none);
     c.barrier();
   }));
-  torch::set_num_threads(threads_before);
 }
 
 TEST_CASE("gloo all_gather: unequal dim 0 comes back in rank order, trimmed") {

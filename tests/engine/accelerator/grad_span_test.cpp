@@ -10,6 +10,7 @@
 #include "components/optimizers/optimizer.h"
 #include "engine/accelerator/accelerator.h"
 #include "tests/components/models/mnist_batch.h"
+#include "tests/support/threads.h"
 
 using namespace engine;
 
@@ -163,10 +164,10 @@ TEST_CASE("StepGradients: the ConvNeXt MLP writes its weight gradients straight 
                  (torch::rand({c}) + 0.5).requires_grad_()};
   };
   const torch::Tensor probe = torch::randn({32, c, 14, 14});
-  const int before = torch::get_num_threads();
+  const engine::test::IntraOpThreads scoped(1);
   for (int threads : {1, 2}) {
     CAPTURE(threads);
-    torch::set_num_threads(threads);
+    scoped.set(threads);
     Block a = make(), b = make();
     auto opt_a = make_adamw(AdamWOptions{}, {ParamGroup{"all", a.params()}});
     auto opt_b = make_adamw(AdamWOptions{}, {ParamGroup{"all", b.params()}});
@@ -195,5 +196,4 @@ TEST_CASE("StepGradients: the ConvNeXt MLP writes its weight gradients straight 
       for (size_t i = 0; i < 5; ++i) CHECK(torch::equal(a.params()[i], b.params()[i]));
     }
   }
-  torch::set_num_threads(before);
 }

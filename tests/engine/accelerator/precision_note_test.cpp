@@ -16,6 +16,7 @@
 #include "engine/core/blas_kernels.h"
 #include "engine/core/cpu_threads.h"
 #include "engine/core/env.h"
+#include "tests/support/threads.h"
 
 using namespace engine;
 
@@ -68,7 +69,7 @@ TEST_CASE("LibTorch's own float32 matmuls run on the OpenBLAS kernels the engine
     MESSAGE("no OpenBLAS, no AVX2, or ENGINE_BLAS_KERNELS=0: nothing to compare");
     return;
   }
-  torch::set_num_threads(1);
+  const engine::test::IntraOpThreads one_thread(1);
   set_blas_threads(1);
   const std::string chosen = openblas_core();
   const double in_use = measure_cpu_gemm_rates().float32;
