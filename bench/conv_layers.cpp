@@ -1,11 +1,12 @@
-// resnet34's convolutions in training on the 28 x 28 digits (recipes/digits_png_resnet34_*.toml; other sizes
-// on request), layer shape by layer shape: the engine's packed position sums (position_conv2d) against LibTorch's
-// convolution (oneDNN), forward and forward + backward, batch 64, channels-last, at the process's
-// intra-op threads. Says per shape which way is faster and by how much, and what a training step's
-// convolutions cost each way (each shape times the number of resnet34 layers that have it). Input and
-// weights are normal draws: a convolution's time does not depend on the values. Build: `ninja -C build
-// bench_conv_layers`; run: `OMP_WAIT_POLICY=PASSIVE build/bench_conv_layers [rounds] [batch] [size] [name part]
-// [pos|dnn]` (default 7 rounds, batch 64, 28 x 28 images, every shape, both ways; one thread unless ENGINE_THREADS). The two ways alternate in every round.
+// resnet34's convolutions in training on the 28 x 28 digits (recipes/digits_png_resnet34_*.toml; other
+// sizes on request), layer shape by layer shape: the engine's packed position sums (position_conv2d)
+// against LibTorch's convolution (oneDNN), forward and forward + backward, batch 64, channels-last, at
+// the process's intra-op threads. Says per shape which way is faster and by how much, and what a
+// training step's convolutions cost each way (each shape times the number of resnet34 layers that have
+// it). Input and weights are normal draws: a convolution's time does not depend on the values. Build:
+// `ninja -C build bench_conv_layers`; run: `OMP_WAIT_POLICY=PASSIVE build/bench_conv_layers [rounds]
+// [batch] [size] [name part] [pos|dnn]` (default 7 rounds, batch 64, 28 x 28 images, every shape, both
+// ways; one thread unless ENGINE_THREADS). The two ways alternate in every round.
 #include <torch/torch.h>
 
 #include <chrono>
@@ -84,13 +85,14 @@ int main(int argc, char** argv) {
   std::printf("resnet34 convolutions at %lldx%lld, batch %lld, %d intra-op thread(s), medians of %d rounds (ms)\n",
               static_cast<long long>(size), static_cast<long long>(size), static_cast<long long>(batch),
               at::get_num_threads(), rounds);
-  std::printf("%-26s %5s | %8s %8s | %8s %8s | %6s\n", "shape", "count", "pos fwd", "pos all", "dnn fwd", "dnn all",
-              "dnn/pos");
+  std::printf("%-26s %5s | %8s %8s | %8s %8s | %6s\n", "shape", "count", "pos fwd", "pos all", "dnn fwd",
+              "dnn all", "dnn/pos");
   double step_pos = 0, step_dnn = 0;
   for (const Shape& s : resnet34_shapes(size)) {
     if (s.layer.find(only) == std::string::npos) continue;
     torch::Tensor x = torch::randn({batch, s.cin, s.size, s.size}).contiguous(at::MemoryFormat::ChannelsLast);
-    torch::Tensor w = (torch::randn({s.cout, s.cin, s.kernel, s.kernel}) * 0.05).contiguous(at::MemoryFormat::ChannelsLast);
+    torch::Tensor w =
+        (torch::randn({s.cout, s.cin, s.kernel, s.kernel}) * 0.05).contiguous(at::MemoryFormat::ChannelsLast);
     x.set_requires_grad(s.input_grad);
     w.set_requires_grad(true);
     const std::vector<int64_t> stride{s.stride, s.stride}, pad{s.pad, s.pad};

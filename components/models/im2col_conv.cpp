@@ -651,7 +651,8 @@ torch::Tensor conv2d_small_output(const torch::Tensor& x, const torch::Tensor& w
       // is LibTorch's own convolution (slow_conv2d); the im2col GEMMs take the larger outputs too.
       // resnet34 pretrain quick on LibTorch 2.6 with oneDNN off, 3 alternating rounds: train 321-331
       // against 281-289 img/s, evaluation 1243-1282 against 992-1041 (bench/RESULTS.md).
-      if ((!at::hasMKLDNN() || !at::globalContext().userEnabledMkldnn()) && !switched_off("ENGINE_IM2COL_WITHOUT_ONEDNN"))
+      if ((!at::hasMKLDNN() || !at::globalContext().userEnabledMkldnn()) &&
+          !switched_off("ENGINE_IM2COL_WITHOUT_ONEDNN"))
         return im2col_conv2d(*g, x, weight, bias);
     }
   return torch::conv2d(x, weight, bias, stride, padding);

@@ -63,8 +63,9 @@ torch::Tensor patchify_conv2d(const torch::Tensor& x, const torch::Tensor& weigh
 /// the output has at most 196 positions per image where the packed kernels run (a ResNet's stages on
 /// small images; in training only with 16 input channels or more, so not a one-channel stem; in
 /// evaluation the stem too), else at most 16 (its last stages), the BLAS is optimised and
-/// ENGINE_SMALL_CONV_GEMM is not "0". Larger outputs: torch::conv2d where oneDNN runs it; through im2col_conv2d where LibTorch's own convolution would (LibTorch without oneDNN, or
-/// oneDNN turned off by the check in onednn_convs.h) unless ENGINE_IM2COL_WITHOUT_ONEDNN is "0".
+/// ENGINE_SMALL_CONV_GEMM is not "0". Larger outputs: torch::conv2d where oneDNN runs it; through
+/// im2col_conv2d where LibTorch's own convolution would (LibTorch without oneDNN, or oneDNN turned off
+/// by the check in onednn_convs.h) unless ENGINE_IM2COL_WITHOUT_ONEDNN is "0".
 torch::Tensor conv2d_small_output(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                                   at::IntArrayRef stride, at::IntArrayRef padding, ConvWeightCache* cache = nullptr);
 

@@ -92,13 +92,16 @@ PackedB PackedB::transposed(const float* w, int64_t n, int64_t k, int64_t ldw) {
 
 void PackedB::transposed_each(const std::vector<const float*>& w, int64_t n, int64_t k, int64_t ldw,
                               const std::vector<PackedB*>& out) {
-  TORCH_CHECK(w.size() == out.size(), "PackedB::transposed_each: ", w.size(), " weights for ", out.size(), " outputs");
+  TORCH_CHECK(w.size() == out.size(), "PackedB::transposed_each: ", w.size(), " weights for ", out.size(),
+              " outputs");
   for (PackedB* o : out) *o = PackedB(k, n);
   const int64_t panels = out.empty() ? 0 : out[0]->panels();
   // Tasks (matrix, panel); at least 16 K floats per thread, as transposed().
-  at::parallel_for(0, static_cast<int64_t>(out.size()) * panels, std::max<int64_t>(1, 16384 / (kPanel * std::max<int64_t>(1, k))),
+  at::parallel_for(0, static_cast<int64_t>(out.size()) * panels,
+                   std::max<int64_t>(1, 16384 / (kPanel * std::max<int64_t>(1, k))),
                    [&](int64_t first, int64_t end) {
-                     for (int64_t u = first; u < end; ++u) out[u / panels]->pack_panels(w[u / panels], ldw, u % panels, u % panels + 1);
+                     for (int64_t u = first; u < end; ++u)
+                       out[u / panels]->pack_panels(w[u / panels], ldw, u % panels, u % panels + 1);
                    });
 }
 

@@ -293,9 +293,11 @@ TEST_CASE("conv2d_small_output takes the GEMMs for outputs of at most 196 positi
       CAPTURE(weight.requires_grad());
       CHECK(torch::equal(conv2d_small_output(x14, weight, {}, {1, 1}, {1, 1}).detach(),
                          position_conv2d(x14, w, {}, {1, 1}, {1, 1})));
-      CHECK(torch::equal(conv2d_small_output(x15, weight, {}, {1, 1}, {1, 1}).detach(), torch::conv2d(x15, w, {}, 1, 1)));
+      CHECK(torch::equal(conv2d_small_output(x15, weight, {}, {1, 1}, {1, 1}).detach(),
+                         torch::conv2d(x15, w, {}, 1, 1)));
     }
-    CHECK(test::rel_diff(conv2d_small_output(x14, w, {}, {1, 1}, {1, 1}), torch::conv2d(x14, w, {}, 1, 1)) < 1e-5);
+    CHECK(test::rel_diff(conv2d_small_output(x14, w, {}, {1, 1}, {1, 1}), torch::conv2d(x14, w, {}, 1, 1)) <
+          1e-5);
     // Which way a training convolution took, by its backward (the outputs may agree to the bit): the
     // packed one writes the weight's gradient into the optimizer's gradient memory, oneDNN's does not.
     auto wrote_in_place = [&](const torch::Tensor& in) {
