@@ -361,9 +361,22 @@ torch::Tensor packed_position_forward(const Geometry& g, const torch::Tensor& xh
   const bool pointwise = g.pointwise();
   const int64_t rows = pointwise ? g.n * g.h * g.w : g.n;  // per position
   const int64_t lda = pointwise ? g.c : g.h * g.w * g.c, ldy = pointwise ? g.o : g.ho * g.wo * g.o;
+  // The taps the sums read that no earlier call packed (a 3x3 kernel on a 1x1 map reads only its
+  // centre), collected as the sums are laid out, then packed together.
+  std::vector<const float*> from;
+  std::vector<PackedB*> to;
+  std::vector<char> queued(taps.size(), 0);
+  auto tap = [&](int64_t t) -> const PackedB* {
+    if (taps[t].k() == 0 && !queued[t]) {
+      queued[t] = 1;
+      from.push_back(w + t * g.c);
+      to.push_back(&taps[t]);
+    }
+    return &taps[t];
+  };
   std::vector<TermSum> positions;  // out: image 0's output pixel in y; terms' a: image 0's pixel under the tap
   if (pointwise) {
-    positions.push_back(TermSum{0, 1, {GemmTerm{x, &taps[0]}}});
+    positions.push_back(TermSum{0, 1, {GemmTerm{x, tap(0)}}});
   } else {
     positions.reserve(g.ho * g.wo);
     for (int64_t oy = 0; oy < g.ho; ++oy)
@@ -374,23 +387,12 @@ torch::Tensor packed_position_forward(const Geometry& g, const torch::Tensor& xh
           if (iy < 0 || iy >= g.h) continue;
           for (int64_t kx = 0; kx < g.kw; ++kx) {
             const int64_t ix = ox * g.sw - g.pw + kx;
-            if (ix >= 0 && ix < g.w) p.terms[p.count++] = GemmTerm{x + (iy * g.w + ix) * g.c, &taps[ky * g.kw + kx]};
+            if (ix >= 0 && ix < g.w) p.terms[p.count++] = GemmTerm{x + (iy * g.w + ix) * g.c, tap(ky * g.kw + kx)};
           }
         }
         positions.push_back(p);
       }
   }
-  // The taps the sums read and no earlier call packed (a 3x3 kernel on a 1x1 map reads only its centre).
-  std::vector<char> read(taps.size(), 0);
-  for (const TermSum& p : positions)
-    for (int t = 0; t < p.count; ++t) read[p.terms[t].b - taps.data()] = 1;
-  std::vector<const float*> from;
-  std::vector<PackedB*> to;
-  for (size_t t = 0; t < taps.size(); ++t)
-    if (read[t] && taps[t].k() == 0) {
-      from.push_back(w + t * g.c);
-      to.push_back(&taps[t]);
-    }
   PackedB::transposed_each(from, g.o, g.c, g.kh * g.kw * g.c, to);
   TermSums(std::move(positions), rows, lda, bias, g.o, out, ldy).run_all();  // padding only: the bias alone
   return y;

@@ -86,7 +86,7 @@ __attribute__((target("avx512f"))) void transpose_tile(const float* src, int64_t
 
 PackedB PackedB::transposed(const float* w, int64_t n, int64_t k, int64_t ldw) {
   PackedB out;
-  transposed_each({w}, n, k, ldw, {&out});  // a 512 x 512 weight is 8 panels of 128 KB each
+  transposed_each({w}, n, k, ldw, {&out});
   return out;
 }
 
@@ -96,7 +96,7 @@ void PackedB::transposed_each(const std::vector<const float*>& w, int64_t n, int
               " outputs");
   for (PackedB* o : out) *o = PackedB(k, n);
   const int64_t panels = out.empty() ? 0 : out[0]->panels();
-  // Tasks (matrix, panel); at least 16 K floats per thread, as transposed().
+  // Tasks (matrix, panel), at least 16 K floats to a thread (a 512 x 512 weight is 8 panels of 128 KB).
   at::parallel_for(0, static_cast<int64_t>(out.size()) * panels,
                    std::max<int64_t>(1, 16384 / (kPanel * std::max<int64_t>(1, k))),
                    [&](int64_t first, int64_t end) {
