@@ -41,8 +41,8 @@ std::string blas_text() {
   const std::string set = k.forced.empty() ? "" : fmt::format(" (OPENBLAS_CORETYPE={})", k.forced);
   if (!k.switched()) return fmt::format("{}, {} kernels{}", k.library, k.core, set);
   // No timings here: the same binary on the same machine prints the same text.
-  return fmt::format("{}, {} kernels (it {} {}, older than this CPU runs; {} measured faster here)", k.library,
-                     k.core, k.forced.empty() ? "picked" : "was given", k.openblas_core, k.core);
+  return fmt::format("{}, {} kernels (it {} {}, older than this CPU runs)", k.library, k.core,
+                     k.forced.empty() ? "picked" : "was given", k.openblas_core);
 }
 
 // LibTorch's oneDNN convolutions, as checked on this machine (onednn_convs.h).

@@ -31,16 +31,16 @@ struct BlasKernels {
   std::string library;        ///< "OpenBLAS 0.3.21", or "" when no OpenBLAS is loaded
   std::string openblas_core;  ///< the family OpenBLAS picked when it was loaded (OPENBLAS_CORETYPE's, where set)
   std::string core;           ///< the family in use now
-  double openblas_gflops = 0; ///< sgemm at 1 thread with OpenBLAS's family (measured only when a switch was tried)
-  double core_gflops = 0;     ///< the same with the family in use
   std::string forced;         ///< OPENBLAS_CORETYPE as the environment set it ("" when unset)
   bool switched() const { return core != openblas_core; }
 };
 
-/// Once per process, before any BLAS call (main() does it first thing): when this CPU supports
-/// better kernels than the family OpenBLAS picked (better_openblas_core), times a 256^3 sgemm at one
-/// thread with each (~10 ms) and keeps the faster, by OpenBLAS's own mechanism (its
-/// OPENBLAS_CORETYPE, read by a re-initialisation of its dispatch table). The same where
+/// Once per process, before any BLAS call (main() does it first thing): when this CPU's instruction
+/// sets run newer kernels than the family OpenBLAS picked (better_openblas_core), switches to them by
+/// OpenBLAS's own mechanism (its OPENBLAS_CORETYPE, read by a re-initialisation of its dispatch
+/// table), as OpenBLAS's later releases do for AVX-512 CPUs they know (Zen 4 and 5 as SkylakeX /
+/// Cooperlake). Decided by instruction set alone, never by a timing: families round differently, and
+/// a timing taken on a shared machine decided differently from one run to the next. The same where
 /// OPENBLAS_CORETYPE in the environment names an older family than this CPU runs: a machine image
 /// may set it for every program (one Zen 5 VM here: OPENBLAS_CORETYPE=Haswell, sgemm 99 vs 196
 /// GFLOP/s with SkylakeX's kernels, resnet34's evaluation 1.4x slower); a family as new as the CPU

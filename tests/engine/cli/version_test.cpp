@@ -114,7 +114,9 @@ TEST_CASE("engine --version names OpenBLAS's kernels: old ones are replaced, OPE
     // slower, always replaced.
     CHECK(line.find(", " + better + " kernels (it picked Prescott") != std::string::npos);
   } else {
-    CHECK((line == kept_line || line.find(", " + better + " kernels (it picked " + picked) != std::string::npos));
+    // An older family for this CPU's instruction sets (Haswell on an AVX-512 Zen): replaced too, by
+    // instruction set, not by a timing (blas_kernels.h).
+    CHECK(line.find(", " + better + " kernels (it picked " + picked + ", older than this CPU runs)") != std::string::npos);
   }
 }
 

@@ -119,27 +119,36 @@ TEST_CASE("use_openblas_core: OpenBLAS runs the family asked for, products stay 
   CHECK((env ? std::optional<std::string>(env) : std::nullopt) == env_before);
 }
 
-TEST_CASE("choose_blas_kernels: an OpenBLAS on its oldest kernels is moved to this CPU's, measured faster") {
+TEST_CASE("choose_blas_kernels: an OpenBLAS on an older family is moved to this CPU's, the same way on every call") {
   const std::string better = family_to_choose();
   if (better.empty()) return;
   const std::string original = engine::openblas_core();
   const ScopedEnv no_forced_core("OPENBLAS_CORETYPE", nullptr);  // where the machine's image sets one
-  // As OpenBLAS 0.3.21 leaves it on a CPU model it does not know.
-  REQUIRE(engine::use_openblas_core("Prescott"));
-  const engine::BlasKernels k = engine::choose_blas_kernels();
-  MESSAGE(k.library << ": " << k.openblas_core << " " << k.openblas_gflops << " GFLOP/s -> " << k.core << " "
-                    << k.core_gflops << " GFLOP/s");
-  CHECK(k.openblas_core == "Prescott");
-  CHECK(k.switched());
-  CHECK(k.core == better);
-  CHECK(engine::openblas_core() == better);
-  // SSE3 vs AVX2 kernels: 2.5-5x measured; the choice needs 1.1x.
-  CHECK(k.core_gflops > 1.1 * k.openblas_gflops);
-  CHECK(sgemm_error() < 1e-3);
+  // Prescott: as OpenBLAS 0.3.21 leaves a CPU model it does not know; Haswell: its pick for an AVX-512
+  // Zen. The choice is the instruction sets' (better_openblas_core), never a timing: two families
+  // round differently, and a timing on a busy machine went one way or the other from run to run.
+  for (const std::string given : {"Prescott", "Haswell"}) {
+    const std::string want = engine::better_openblas_core(given, engine::cpu_isa());
+    if (want.empty()) continue;  // Haswell on an AVX2 CPU: already its family
+    for (int call = 0; call < 3; ++call) {
+      CAPTURE(given);
+      CAPTURE(call);
+      REQUIRE(engine::use_openblas_core(given));
+      const engine::BlasKernels k = engine::choose_blas_kernels();
+      CHECK(k.openblas_core == given);
+      CHECK(k.switched());
+      CHECK(k.core == want);
+      CHECK(engine::openblas_core() == want);
+      CHECK(sgemm_error() < 1e-3);
+      const std::string note = engine::blas_kernels_note(k);
+      CHECK(note.find("picked its " + given + " kernels, older than this CPU's instruction sets; running its " + want) !=
+            std::string::npos);
+    }
+  }
   REQUIRE(engine::use_openblas_core(original));
 }
 
-TEST_CASE("choose_blas_kernels: an older OPENBLAS_CORETYPE is replaced by this CPU's family measured faster, one as new stays, ENGINE_BLAS_KERNELS=0 keeps it") {
+TEST_CASE("choose_blas_kernels: an older OPENBLAS_CORETYPE is replaced by this CPU's family, one as new stays, ENGINE_BLAS_KERNELS=0 keeps it") {
   const std::string better = family_to_choose();
   if (better.empty()) return;
   const std::string original = engine::openblas_core();
@@ -148,15 +157,12 @@ TEST_CASE("choose_blas_kernels: an older OPENBLAS_CORETYPE is replaced by this C
     const ScopedEnv forced("OPENBLAS_CORETYPE", "prescott");  // any case, as OpenBLAS reads it
     REQUIRE(engine::use_openblas_core("Prescott"));
     const engine::BlasKernels k = engine::choose_blas_kernels();
-    MESSAGE(k.openblas_core << " " << k.openblas_gflops << " GFLOP/s -> " << k.core << " " << k.core_gflops << " GFLOP/s");
     CHECK(k.forced == "prescott");
     CHECK(k.openblas_core == "Prescott");
     CHECK(k.switched());
     CHECK(k.core == better);
     CHECK(engine::openblas_core() == better);
     CHECK(std::string(std::getenv("OPENBLAS_CORETYPE")) == "prescott");  // left for the processes it starts
-    // SSE3 vs AVX2 kernels: 2.5-5x measured; the choice needs 1.1x.
-    CHECK(k.core_gflops > 1.1 * k.openblas_gflops);
     CHECK(sgemm_error() < 1e-3);
     const std::string note = engine::blas_kernels_note(k);
     CHECK(note.find("OPENBLAS_CORETYPE=prescott in the environment gave") != std::string::npos);
@@ -169,16 +175,15 @@ TEST_CASE("choose_blas_kernels: an older OPENBLAS_CORETYPE is replaced by this C
     const engine::BlasKernels k = engine::choose_blas_kernels();
     CHECK_FALSE(k.switched());
     CHECK(engine::openblas_core() == "Prescott");
-    CHECK(k.core_gflops == 0);  // nothing timed
+    CHECK(engine::blas_kernels_note(k).empty());
   }
   {
-    // Already this CPU's generation: nothing timed, nothing changed.
+    // Already this CPU's generation: nothing changed.
     const ScopedEnv forced("OPENBLAS_CORETYPE", better.c_str());
     REQUIRE(engine::use_openblas_core(better));
     const engine::BlasKernels k = engine::choose_blas_kernels();
     CHECK(k.core == better);
     CHECK_FALSE(k.switched());
-    CHECK(k.openblas_gflops == 0);
   }
   REQUIRE(engine::use_openblas_core(original));
 }
