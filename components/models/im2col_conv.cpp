@@ -308,10 +308,11 @@ void for_each_task(int64_t count, F task) {
 // bits at any thread count). A sum of no term is the bias (zeros without one).
 class TermSums {
  public:
+  // epilogue.residual, where set, is laid out as `out` (the same offsets).
   TermSums(std::vector<TermSum> sums, int64_t rows, int64_t lda, const float* bias, int64_t cols, float* out,
-           int64_t ldc)
+           int64_t ldc, GemmEpilogue epilogue = {})
       : sums_(std::move(sums)), rows_(rows), lda_(lda), bias_(bias), cols_(cols), out_(out), ldc_(ldc),
-        panels_((cols + PackedB::kPanel - 1) / PackedB::kPanel) {
+        panels_((cols + PackedB::kPanel - 1) / PackedB::kPanel), epilogue_(epilogue) {
     const int64_t threads = at::get_num_threads(), base = static_cast<int64_t>(sums_.size()) * panels_;
     const int64_t chunks = base >= 2 * threads ? 1 : (2 * threads + base - 1) / std::max<int64_t>(1, base);
     chunk_rows_ = (rows + chunks - 1) / chunks;
@@ -323,18 +324,24 @@ class TermSums {
     const TermSum& s = sums_[u / (panels_ * chunks_)];
     const int64_t panel = u / chunks_ % panels_, r0 = u % chunks_ * chunk_rows_, r1 = std::min(rows_, r0 + chunk_rows_);
     if (r0 >= r1) return;
+    const int64_t at = s.out + r0 * ldc_;
+    GemmEpilogue e = epilogue_;
+    if (e.residual) e.residual += at;
     if (s.count == 0) {
       const int64_t c0 = panel * PackedB::kPanel, c1 = std::min(cols_, c0 + PackedB::kPanel);
-      for (int64_t r = r0; r < r1; ++r) {
-        float* row = out_ + s.out + r * ldc_;
-        for (int64_t j = c0; j < c1; ++j) row[j] = bias_ ? bias_[j] : 0.f;
+      for (int64_t r = 0; r < r1 - r0; ++r) {
+        float* row = out_ + at + r * ldc_;
+        for (int64_t j = c0; j < c1; ++j) {
+          float v = bias_ ? bias_[j] : 0.f;
+          if (e.residual) v += e.residual[r * ldc_ + j];
+          row[j] = e.relu && !(v > 0.f) && v == v ? 0.f : v;  // torch's relu: NaN kept, -0 to +0
+        }
       }
       return;
     }
     GemmTerm terms[kMaxGemmTerms];
     for (int t = 0; t < s.count; ++t) terms[t] = GemmTerm{s.terms[t].a + r0 * lda_, s.terms[t].b};
-    gemm_packed_sum_panels_serial(r1 - r0, terms, s.count, lda_, bias_, out_ + s.out + r0 * ldc_, ldc_, panel,
-                                  panel + 1);
+    gemm_packed_sum_panels_serial(r1 - r0, terms, s.count, lda_, bias_, out_ + at, ldc_, panel, panel + 1, e);
   }
   void run_all() const {
     for_each_task(units(), [&](int64_t u) { run(u); });
@@ -347,14 +354,17 @@ class TermSums {
   int64_t cols_;
   float* out_;
   int64_t ldc_, panels_, chunk_rows_ = 0, chunks_ = 1;
+  GemmEpilogue epilogue_;
 };
 
 // y [N, Ho, Wo, Cout] (NHWC) = bias + the sum over each position's live taps of x_pixel . W_tap, one
 // gemm_packed_sum per output position (rows: the images, lda = H*W*Cin apart), the sum in registers;
 // a pointwise convolution is one sum of one term over every pixel. The taps no call has packed yet
-// are packed first, all in one parallel region; then the sums in another.
+// are packed first, all in one parallel region; then the sums in another. `residual` (NHWC as y, or
+// undefined) is added and `relu` applied as each element is stored (GemmEpilogue).
 torch::Tensor packed_position_forward(const Geometry& g, const torch::Tensor& xh, const torch::Tensor& wh,
-                                      const torch::Tensor& b, std::vector<PackedB>& taps) {
+                                      const torch::Tensor& b, std::vector<PackedB>& taps,
+                                      const torch::Tensor& residual = {}, bool relu = false) {
   torch::Tensor y = torch::empty({g.n, g.ho, g.wo, g.o}, xh.options());
   const float *x = xh.data_ptr<float>(), *w = wh.data_ptr<float>(), *bias = b.defined() ? b.data_ptr<float>() : nullptr;
   float* out = y.data_ptr<float>();
@@ -394,7 +404,8 @@ torch::Tensor packed_position_forward(const Geometry& g, const torch::Tensor& xh
       }
   }
   PackedB::transposed_each(from, g.o, g.c, g.kh * g.kw * g.c, to);
-  TermSums(std::move(positions), rows, lda, bias, g.o, out, ldy).run_all();  // padding only: the bias alone
+  const GemmEpilogue epilogue{residual.defined() ? residual.data_ptr<float>() : nullptr, relu};
+  TermSums(std::move(positions), rows, lda, bias, g.o, out, ldy, epilogue).run_all();  // padding only: the bias alone
   return y;
 }
 
@@ -638,6 +649,28 @@ torch::Tensor patchify_conv2d(const torch::Tensor& x, const torch::Tensor& weigh
   if (weight.dim() != 4) return torch::conv2d(x, weight, bias, 1);  // conv2d says what is wrong
   const int64_t k = weight.size(2);
   return im2col_conv2d(x, weight, bias, {k, k}, {0, 0});
+}
+
+torch::Tensor conv2d_small_output_act(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                                      at::IntArrayRef stride, at::IntArrayRef padding, ConvWeightCache* cache,
+                                      const torch::Tensor& residual, bool relu) {
+  release_outside_scope(cache);
+  if (!switched_off("ENGINE_SMALL_CONV_GEMM") && blas_sgemm_available() && !needs_autograd(x, weight, bias) &&
+      !(residual.defined() && residual.requires_grad() && torch::GradMode::is_enabled()))
+    if (auto g = gemm_geometry(x, weight, bias, stride, padding))
+      if (packed_conv(*g) && g->ho * g->wo <= kPackedPositions &&
+          (!residual.defined() ||
+           (simd::cpu_float(residual) && residual.sizes() == c10::IntArrayRef{g->n, g->o, g->ho, g->wo} &&
+            residual.is_contiguous(torch::MemoryFormat::ChannelsLast)))) {
+        RECORD_FUNCTION("engine::position_conv2d", std::vector<c10::IValue>({x}));
+        std::vector<PackedB> local;
+        std::vector<PackedB>& taps = taps_for(*g, weight, cache, local);
+        const torch::Tensor r = residual.defined() ? residual.permute({0, 2, 3, 1}) : torch::Tensor();
+        return packed_position_forward(*g, nhwc(x), nhwc(weight), bias, taps, r, relu).permute({0, 3, 1, 2});
+      }
+  torch::Tensor y = conv2d_small_output(x, weight, bias, stride, padding, cache);
+  if (residual.defined()) y = y.add_(residual);
+  return relu ? y.relu_() : y;
 }
 
 torch::Tensor conv2d_small_output(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,

@@ -69,4 +69,13 @@ torch::Tensor patchify_conv2d(const torch::Tensor& x, const torch::Tensor& weigh
 torch::Tensor conv2d_small_output(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                                   at::IntArrayRef stride, at::IntArrayRef padding, ConvWeightCache* cache = nullptr);
 
+/// relu(conv2d_small_output(x, weight, bias, ...) + residual) (residual optional, relu optional), without
+/// autograd: where the packed kernels take the convolution, the sum and the ReLU are done as each output
+/// element is stored (one pass over the output; the bits of the separate ops); elsewhere as separate ops.
+/// Evaluation's convolution with its BatchNorm folded into weight and bias (resnet.cpp). The residual
+/// must have the output's shape; channels-last for the one-pass form.
+torch::Tensor conv2d_small_output_act(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                                      at::IntArrayRef stride, at::IntArrayRef padding, ConvWeightCache* cache,
+                                      const torch::Tensor& residual, bool relu);
+
 }  // namespace engine

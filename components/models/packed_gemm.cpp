@@ -196,7 +196,8 @@ template <int MR, int V>
 __attribute__((target("avx512f"), always_inline)) inline void micro_kernel(const PanelTerm* terms, int count,
                                                                          int64_t row, int64_t lda,
                                                                          const float* bias, float* c,
-                                                                         int64_t ldc, __mmask16 last) {
+                                                                         int64_t ldc, __mmask16 last,
+                                                                         GemmEpilogue e) {
   // Every loop over r and v fully unrolled (the accumulators must stay in registers at any -O).
   __m512 acc[MR][V];
 #pragma GCC unroll 4
@@ -212,22 +213,45 @@ __attribute__((target("avx512f"), always_inline)) inline void micro_kernel(const
 #pragma GCC unroll 4
     for (int64_t kk = 0; kk < k; ++kk) rank1_update<MR, V>(acc, a + kk, lda, bp + kk * ldb, last);
   }
+  if (e.residual) {  // e.residual: row 0 of this tile, laid out as c
+#pragma GCC unroll 12
+    for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v)
+        acc[r][v] = _mm512_add_ps(acc[r][v], _mm512_maskz_loadu_ps(v == V - 1 ? last : 0xffff, e.residual + r * ldc + 16 * v));
+  }
+  if (e.relu) {
+#pragma GCC unroll 12
+    for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v)  // torch's relu: NaN kept, -0 and negatives to +0
+        acc[r][v] = _mm512_mask_mov_ps(acc[r][v], _mm512_cmp_ps_mask(acc[r][v], _mm512_setzero_ps(), _CMP_LE_OQ),
+                                       _mm512_setzero_ps());
+  }
 #pragma GCC unroll 12
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
     for (int v = 0; v < V; ++v) _mm512_mask_storeu_ps(c + r * ldc + 16 * v, v == V - 1 ? last : 0xffff, acc[r][v]);
 }
 
+// `e` moved by `offset` elements (its residual laid out as C).
+GemmEpilogue shifted(GemmEpilogue e, int64_t offset) {
+  if (e.residual) e.residual += offset;
+  return e;
+}
+
 // Rows [0, m) of one panel, MR at a time, the remainder with a smaller kernel.
 template <int V>
 __attribute__((target("avx512f"))) void panel_rows(const PanelTerm* terms, int count, int64_t lda, const float* bias,
-                                                   float* c, int64_t ldc, int64_t m, __mmask16 last) {
+                                                   float* c, int64_t ldc, int64_t m, __mmask16 last, GemmEpilogue e) {
   constexpr int MR = tile_rows(V);
   int64_t r = 0;
-  for (; r + MR <= m; r += MR) micro_kernel<MR, V>(terms, count, r, lda, bias, c + r * ldc, ldc, last);
+  for (; r + MR <= m; r += MR)
+    micro_kernel<MR, V>(terms, count, r, lda, bias, c + r * ldc, ldc, last, shifted(e, r * ldc));
   const int64_t left = m - r;
   c += r * ldc;
-#define ENGINE_CALL(n) micro_kernel<n, V>(terms, count, r, lda, bias, c, ldc, last)
+  e = shifted(e, r * ldc);
+#define ENGINE_CALL(n) micro_kernel<n, V>(terms, count, r, lda, bias, c, ldc, last, e)
   ENGINE_REMAINDER_SWITCH(left, MR, ENGINE_CALL)
 #undef ENGINE_CALL
 }
@@ -238,7 +262,7 @@ constexpr int64_t kRowBlock = 96;
 
 // C's rows [0, m) = sum over the terms of A_t B_t (+ bias), panel by panel of C's columns [p0, p1).
 void gemm_rows(int64_t m, const GemmTerm* terms, int count, int64_t lda, const float* bias, float* c, int64_t ldc,
-               int64_t p0, int64_t p1) {
+               int64_t p0, int64_t p1, GemmEpilogue e) {
   const PackedB& b0 = *terms[0].b;
   PanelTerm panel_terms[kMaxGemmTerms];
   for (int64_t p = p0; p < p1; ++p) {
@@ -251,16 +275,16 @@ void gemm_rows(int64_t m, const GemmTerm* terms, int count, int64_t lda, const f
     }
     switch (vectors) {
       case 1:
-        panel_rows<1>(panel_terms, count, lda, bias_p, c + n0, ldc, m, last);
+        panel_rows<1>(panel_terms, count, lda, bias_p, c + n0, ldc, m, last, shifted(e, n0));
         break;
       case 2:
-        panel_rows<2>(panel_terms, count, lda, bias_p, c + n0, ldc, m, last);
+        panel_rows<2>(panel_terms, count, lda, bias_p, c + n0, ldc, m, last, shifted(e, n0));
         break;
       case 3:
-        panel_rows<3>(panel_terms, count, lda, bias_p, c + n0, ldc, m, last);
+        panel_rows<3>(panel_terms, count, lda, bias_p, c + n0, ldc, m, last, shifted(e, n0));
         break;
       default:
-        panel_rows<4>(panel_terms, count, lda, bias_p, c + n0, ldc, m, last);
+        panel_rows<4>(panel_terms, count, lda, bias_p, c + n0, ldc, m, last, shifted(e, n0));
         break;
     }
   }
@@ -373,7 +397,7 @@ void for_each_column_panel(int64_t k, F f) {
 #endif
 
 void gemm_packed_sum_panels_serial(int64_t m, const GemmTerm* terms, int count, int64_t lda, const float* bias,
-                                   float* c, int64_t ldc, int64_t p0, int64_t p1) {
+                                   float* c, int64_t ldc, int64_t p0, int64_t p1, GemmEpilogue epilogue) {
   TORCH_CHECK(count >= 1 && count <= kMaxGemmTerms, "gemm_packed_sum: ", count, " terms (1 to ", kMaxGemmTerms, ")");
   for (int t = 1; t < count; ++t)
     TORCH_CHECK(terms[t].b->n() == terms[0].b->n(), "gemm_packed_sum: the terms' B differ in columns");
@@ -383,10 +407,11 @@ void gemm_packed_sum_panels_serial(int64_t m, const GemmTerm* terms, int count, 
   GemmTerm block[kMaxGemmTerms];
   for (int64_t r0 = 0; r0 < m; r0 += kRowBlock) {
     for (int t = 0; t < count; ++t) block[t] = GemmTerm{terms[t].a + r0 * lda, terms[t].b};
-    gemm_rows(std::min(kRowBlock, m - r0), block, count, lda, bias, c + r0 * ldc, ldc, p0, p1);
+    gemm_rows(std::min(kRowBlock, m - r0), block, count, lda, bias, c + r0 * ldc, ldc, p0, p1,
+              shifted(epilogue, r0 * ldc));
   }
 #else
-  (void)m, (void)lda, (void)bias, (void)c, (void)ldc;
+  (void)m, (void)lda, (void)bias, (void)c, (void)ldc, (void)epilogue;
 #endif
 }
 

@@ -87,11 +87,20 @@ constexpr int kMaxGemmTerms = 64;
 void gemm_packed_sum_serial(int64_t m, const GemmTerm* terms, int count, int64_t lda, const float* bias, float* c,
                             int64_t ldc);
 
+/// What the store of a packed sum does to each element after its bias and products: adds the element of
+/// `residual` at the same place (a matrix laid out as C, row stride ldc; nullptr: none), then takes max(., 0)
+/// when `relu`. The bits of storing C and then doing both as separate passes (evaluation's convolution
+/// with its BatchNorm folded in, its residual sum and ReLU, in one pass: resnet.cpp).
+struct GemmEpilogue {
+  const float* residual = nullptr;
+  bool relu = false;
+};
+
 /// gemm_packed_sum_serial for C's columns in B's panels [p0, p1) only (PackedB::kPanel columns each;
 /// c and bias as for all of them). Every element of C gets the same bits as from the whole call: callers
 /// split a product over threads by panels as well as by rows.
 void gemm_packed_sum_panels_serial(int64_t m, const GemmTerm* terms, int count, int64_t lda, const float* bias,
-                                   float* c, int64_t ldc, int64_t p0, int64_t p1);
+                                   float* c, int64_t ldc, int64_t p0, int64_t p1, GemmEpilogue epilogue = {});
 
 /// One product of a weight-gradient sum: `rows` rows of G from `g` and of X from `x` (the sum's ldg / ldx apart).
 struct AtBTerm {

@@ -1,9 +1,13 @@
 #include "components/models/resnet.h"
 
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
+
+#include "engine/core/env.h"
 
 #include "components/models/all.h"
 #include "components/models/backbone_family.h"
+#include "components/models/frozen_weights.h"
 #include "components/models/im2col_conv.h"
 #include "components/models/batch_norm.h"
 #include "components/models/layers.h"
@@ -28,13 +32,54 @@ class ConvImpl : public nn::Conv2dImpl {
     return conv2d_small_output(x, weight, {}, {stride_, stride_}, {padding_, padding_}, cache_.get());
   }
 
+  /// relu(bn(conv(x)) + residual) (ReLU and residual optional) in an evaluation pass (folds_batch_norm):
+  /// one convolution with the BatchNorm folded in, weight * s and bias - running_mean * s per output
+  /// channel (s = bn.weight / sqrt(running_var + eps)), made once per FrozenWeights scope; the
+  /// residual sum and the ReLU as its output is stored where the packed kernels run. Float rounding
+  /// differs from the separate ops' (resnet_test bounds it).
+  torch::Tensor forward_folded(const torch::Tensor& x, const SyncBatchNorm2dImpl& bn, bool relu,
+                               const torch::Tensor& residual = {}) {
+    const uint64_t scope = frozen_weights_scope();
+    // Made for these tensors (copies of a module share the cache; swapped weights have other memory).
+    const std::vector<const void*> made_from{weight.unsafeGetTensorImpl(), weight.data_ptr(),
+                                             bn.weight.data_ptr(),         bn.bias.data_ptr(),
+                                             bn.running_mean.data_ptr(),   bn.running_var.data_ptr()};
+    if (folded_->scope != scope || folded_->made_from != made_from) {
+      torch::NoGradGuard no_grad;
+      const torch::Tensor s = bn.weight / (bn.running_var + bn.eps).sqrt();
+      // weight's memory format kept (channels-last where the model is): the packed taps read it so.
+      folded_->weight = weight.detach() * s.view({-1, 1, 1, 1});
+      folded_->bias = bn.bias - bn.running_mean * s;
+      folded_->scope = scope;
+      folded_->made_from = made_from;
+    }
+    return conv2d_small_output_act(x, folded_->weight, folded_->bias, {stride_, stride_}, {padding_, padding_},
+                                   folded_cache_.get(), residual, relu);
+  }
+
  private:
   int64_t stride_, padding_;
   // The packed weight, kept through an evaluation pass (a FrozenWeights scope). Shared by copies
   // (the cache checks which weight it was made from).
   std::shared_ptr<ConvWeightCache> cache_ = std::make_shared<ConvWeightCache>();
+  // forward_folded's weight and bias for one scope and BatchNorm, and their packed form.
+  struct Folded {
+    uint64_t scope = 0;
+    std::vector<const void*> made_from;
+    torch::Tensor weight, bias;
+  };
+  std::shared_ptr<Folded> folded_ = std::make_shared<Folded>();
+  std::shared_ptr<ConvWeightCache> folded_cache_ = std::make_shared<ConvWeightCache>();
 };
 TORCH_MODULE(Conv);
+
+/// True when `m` runs an evaluation pass whose BatchNorms forward_folded may fold into their
+/// convolutions: not training, no autograd, inside a FrozenWeights scope (the folded weights are made
+/// once per scope), float32 on the CPU outside autocast.
+bool folds_batch_norm(const nn::Module& m, const torch::Tensor& x) {
+  return !m.is_training() && !torch::GradMode::is_enabled() && frozen_weights_scope() != 0 && x.is_cpu() &&
+         x.scalar_type() == torch::kFloat && !at::autocast::is_cpu_enabled() && !switched_off("ENGINE_FOLD_BN");
+}
 
 Conv conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) { return Conv(in, out, kernel, stride); }
 
@@ -66,6 +111,13 @@ class ResidualBlockImpl : public nn::Module {
   torch::Tensor forward(const torch::Tensor& x) {
     torch::Tensor y = x;
     const size_t last = convs_.size() - 1;
+    if (folds_batch_norm(*this, x)) {
+      for (size_t i = 0; i < last; ++i) y = convs_[i]->forward_folded(y, *bns_[i], true);
+      const torch::Tensor shortcut =
+          downsample_ ? downsample_->ptr<ConvImpl>(0)->forward_folded(x, *downsample_->ptr<SyncBatchNorm2dImpl>(1), false)
+                      : x;
+      return convs_[last]->forward_folded(y, *bns_[last], true, shortcut);
+    }
     for (size_t i = 0; i < last; ++i) y = bns_[i]->forward_relu(convs_[i]->forward(y));
     const torch::Tensor shortcut = downsample_ ? downsample_->forward(x) : x;
     if (drop_path_ == 0.0 || !is_training()) return bns_[last]->forward_relu(convs_[last]->forward(y), shortcut);
@@ -95,6 +147,7 @@ TORCH_MODULE(ResidualBlock);
 
 }  // namespace resnet_blocks
 using resnet_blocks::conv;
+using resnet_blocks::folds_batch_norm;
 using resnet_blocks::Conv;
 using resnet_blocks::ResidualBlock;
 
@@ -176,12 +229,17 @@ std::vector<ModelStage> ResNet::stages() const {
 torch::Tensor ResNet::forward_features(torch::Tensor x) {
   check_input(x);
   if (options_.channels_last) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
-  x = parts_->conv1->forward(x);
   // With one input channel, the input and the 7x7 weight are NCHW and channels-last at once, and
   // oneDNN answers with an NCHW map: made channels-last here, the stem's BatchNorm, ReLU and max pool
   // and the first block's shortcut run on the memory the rest of the network uses.
-  if (options_.channels_last) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
-  x = parts_->bn1->forward_relu(x);
+  if (folds_batch_norm(*this, x)) {
+    x = parts_->conv1->forward_folded(x, *parts_->bn1, true);
+    if (options_.channels_last) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
+  } else {
+    x = parts_->conv1->forward(x);
+    if (options_.channels_last) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
+    x = parts_->bn1->forward_relu(x);
+  }
   x = max_pool2d_nhwc(x, 3, 2, 1);
   for (auto& layer : parts_->layers)
     for (auto& b : layer) x = b->forward(x);

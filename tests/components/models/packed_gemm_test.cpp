@@ -145,6 +145,24 @@ TEST_CASE("packed GEMM sum: the sum of A_t B_t over terms (packed and in-place B
   engine::gemm_packed_sum_serial(m, terms, 1, lda, nullptr, one.data_ptr<float>(), n);
   engine::gemm_packed_serial(m, base, lda, bs[0], nullptr, serial.data_ptr<float>(), n);
   CHECK(torch::equal(one, serial));
+  // The epilogue: + residual (laid out as C, ldc apart), then ReLU, as the element is stored: the bits
+  // of the plain sum followed by the two separate ops. Every panel, and each of its two halves of rows.
+  torch::Tensor residual = torch::randn({m, n + 3}), plain = torch::empty({m, n + 3}), fused = torch::empty({m, n + 3});
+  engine::gemm_packed_sum_serial(m, terms, 3, lda, bias.data_ptr<float>(), plain.data_ptr<float>(), n + 3);
+  for (int64_t r0 : {int64_t{0}, int64_t{13}}) {
+    const engine::GemmTerm rows_from[] = {{base + r0 * lda, &bs[0]}, {base + r0 * lda + 45, &bs[1]},
+                                          {base + r0 * lda + 67, &bs[2]}};
+    engine::gemm_packed_sum_panels_serial(r0 == 0 ? 13 : m - 13, rows_from, 3, lda, bias.data_ptr<float>(),
+                                          fused.data_ptr<float>() + r0 * (n + 3), n + 3, 0, bs[0].panels(),
+                                          engine::GemmEpilogue{residual.data_ptr<float>() + r0 * (n + 3), true});
+  }
+  torch::Tensor sum = plain.narrow(1, 0, n) + residual.narrow(1, 0, n);
+  CHECK(torch::equal(fused.narrow(1, 0, n), sum.relu()));
+  CHECK((sum < 0).any().item<bool>());  // the ReLU had something to do
+  engine::gemm_packed_sum_serial(m, terms, 3, lda, bias.data_ptr<float>(), fused.data_ptr<float>(), n + 3);
+  engine::gemm_packed_sum_panels_serial(m, terms, 3, lda, bias.data_ptr<float>(), fused.data_ptr<float>(), n + 3, 0,
+                                        bs[0].panels(), engine::GemmEpilogue{nullptr, true});
+  CHECK(torch::equal(fused.narrow(1, 0, n), plain.narrow(1, 0, n).relu()));
   // No term, or B of other widths: refused.
   CHECK_THROWS_AS(engine::gemm_packed_sum_serial(m, terms, 0, lda, nullptr, one.data_ptr<float>(), n), c10::Error);
   torch::Tensor narrow_w = torch::randn({n - 1, 8});

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "components/models/all.h"
+#include "components/models/frozen_weights.h"
 #include "engine/core/errors.h"
 #include "engine/io/weights.h"
 #include "tests/components/models/autocast_cpu.h"
@@ -348,4 +349,48 @@ TEST_CASE("resnet18/34/50 are registered and build from a recipe table") {
   CHECK(bad.errors.size() == 2);  // both problems at once, before building anything
   CHECK(user_error([] { make_resnet("resnet19", opts(3, 1000)); }) ==
         "unknown ResNet \"resnet19\" (known: resnet18, resnet34, resnet50)");
+}
+
+TEST_CASE("resnet evaluation with its BatchNorms folded into the convolutions matches the separate layers") {
+  for (const std::string name : {"resnet18", "resnet50"}) {
+    for (int64_t size : {28, 64}) {  // 28: every convolution on the packed kernels; 64: the early ones in oneDNN
+      CAPTURE(name);
+      CAPTURE(size);
+      auto model = seeded_resnet(4, opts(1, 10, true), name);
+      const auto digits = test::mnist_batch(6, size);
+      {
+        // Statistics and affine parameters a trained network has (zero_init_last's zeros replaced).
+        torch::NoGradGuard no_grad;
+        for (auto& p : model->named_parameters()) {
+          const std::string& k = p.key();
+          if (k.find("bn") != std::string::npos || k.find("downsample.1") != std::string::npos)
+            p.value().copy_(k.find("weight") != std::string::npos ? torch::rand_like(p.value()) + 0.5
+                                                                 : 0.1 * torch::randn_like(p.value()));
+        }
+        for (auto& b : model->named_buffers()) {
+          if (b.key().find("running_mean") != std::string::npos) b.value().copy_(0.2 * torch::randn_like(b.value()));
+          if (b.key().find("running_var") != std::string::npos) b.value().copy_(torch::rand_like(b.value()) + 0.5);
+        }
+      }
+      model->eval();
+      torch::NoGradGuard no_grad;
+      const torch::Tensor separate = model->forward(digits.images);  // no FrozenWeights scope: BN as its own layer
+      torch::Tensor folded;
+      {
+        FrozenWeights pass;
+        folded = model->forward(digits.images);
+        CHECK(torch::equal(model->forward(digits.images), folded));  // the folded weights kept for the pass
+      }
+      CHECK_MESSAGE(test::rel_diff(folded, separate) < 1e-5, test::rel_diff(folded, separate));
+      CHECK(!torch::equal(folded, separate));  // folded: other rounding (else the fold did not run)
+      CHECK(torch::equal(folded.argmax(1), separate.argmax(1)));
+      // A BatchNorm changed between passes: the next pass folds it anew.
+      model->named_buffers()["layer4.0.bn2.running_var"].mul_(4.0);
+      const torch::Tensor separate2 = model->forward(digits.images);
+      FrozenWeights pass;
+      const torch::Tensor folded2 = model->forward(digits.images);
+      CHECK(test::rel_diff(folded2, separate2) < 1e-5);
+      CHECK(test::rel_diff(folded2, folded) > 1e-3);
+    }
+  }
 }

@@ -99,6 +99,20 @@ int random_in(int lo, int hi) {
 
 }  // namespace
 
+// Two identical runs started together, each slowing the other down (as ctest -j2 runs tests): what
+// the engine decides at start (its OpenBLAS kernel family once came from a timing that load swung)
+// must not depend on how busy the machine is. Every test below compares two runs bit for bit.
+TEST_CASE("two identical runs at once, each slowing the other, end with the same metrics, weights and predictions") {
+  const std::string dir = temp_dir("twins");
+  const std::string cmd = mnist_cmd("run", kTiny + std::string(" --set run.output_dir=") + dir + "/");
+  const auto amp = cmd.find(" && ");
+  const std::string cd = cmd.substr(0, amp), engine = cmd.substr(amp + 4);
+  auto both = run_command(cd + " && { " + engine + "a > " + dir + "/a.log 2>&1 & a=$!; " + engine + "b > " + dir +
+                          "/b.log 2>&1; b=$?; wait $a; a=$?; cat " + dir + "/a.log " + dir + "/b.log; exit $((a | b)); }");
+  REQUIRE_MESSAGE(both.exit_code == 0, both.output);
+  check_same_run(dir + "/a", dir + "/b");
+}
+
 TEST_CASE("kill -9 at a random step, then --resume: the same metrics, weights and predictions as an uninterrupted run") {
   const std::string dir = temp_dir("resume_kill");
   const std::string every = " --set checkpoint.every_steps=2";
