@@ -8,6 +8,7 @@
 #       (tools/gpu_check.sh): a compile error found there costs its device time, found here nothing.
 #   tools/compat_check.sh --run [dir] [ctest args]   the whole tree built against LibTorch 2.x (CPU)
 #       in dir (default build-torch2/) and ctest run there: 2.x's behaviour, not only its API.
+#       TARGETS="engine test_train" builds those targets only (then give ctest a -R that fits them).
 #
 # LibTorch 2.x: Debian trixie's (2.6), fetched with apt into a private cache (the system's apt state
 # untouched, nothing installed) and unpacked with dpkg -x. The header check: libtorch-cuda-dev alone (built
@@ -18,7 +19,7 @@
 # 12's (OpenCV, TOML++, OpenBLAS: trixie's libblas3 is unpacked without its alternatives link, so
 # libblas.so.3 resolves to Debian 12's OpenBLAS).
 #
-# Env: JOBS (default: nproc), ENGINE_COMPAT_CACHE (default: ~/.cache/engine/libtorch-compat),
+# Env: JOBS (default: nproc), TARGETS (--run: default all), ENGINE_COMPAT_CACHE (default: ~/.cache/engine/libtorch-compat),
 #      ONLY=<regex> (headers): only the TUs whose path, or whose unity batch's list of sources, matches
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -78,7 +79,8 @@ if [ "$MODE" = run ]; then
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTorch_DIR="$PL/cmake/Torch" -DCaffe2_DIR="$PL/cmake/Caffe2" \
     -DTORCH_LIBRARY="$PL/libtorch.so" -Dc10_LIBRARY="$PL/libc10.so" -DENGINE_GLOO_INCLUDE_DIR="$PREFIX/usr/include" \
     "-DCMAKE_EXE_LINKER_FLAGS=-Wl,--allow-shlib-undefined -Wl,-rpath-link,$LIB -Wl,--dynamic-linker=$LIB/ld-linux-x86-64.so.2 -Wl,--disable-new-dtags -Wl,-rpath,$LIB:/usr/lib/x86_64-linux-gnu" >/dev/null
-  cmake --build "$BUILD" -j"$JOBS"
+  read -r -a targets <<< "${TARGETS:-all}"
+  cmake --build "$BUILD" -j"$JOBS" --target "${targets[@]}"
   "$BUILD/engine" --version
   ctest --test-dir "$BUILD" --output-on-failure -j"$JOBS" "$@"
   exit 0
@@ -153,7 +155,9 @@ for entry in entries:
         if a == "-Winvalid-pch":
             i += 1; continue
         out.append(a); i += 1
-    out += ["-fsyntax-only", src]
+    # LibTorch marks what 2.x replaced [[deprecated]], and most of it warns at run time on every call too
+    # (TORCH_WARN_DEPRECATION: a line on stderr each time): an error here, not a message in a user's output.
+    out += ["-Werror=deprecated-declarations", "-fsyntax-only", src]
     with open(os.path.join(work, "tu%03d.sh" % n), "w") as f:
         f.write("cd %s && exec %s\n" % (shlex.quote(entry["directory"]), " ".join(map(shlex.quote, out))))
         f.write("# %s\n" % src)

@@ -1,6 +1,5 @@
 #include "components/models/resnet.h"
 
-#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
 #include "engine/core/env.h"
@@ -12,6 +11,7 @@
 #include "components/models/batch_norm.h"
 #include "components/models/layers.h"
 #include "components/models/max_pool.h"
+#include "components/models/simd.h"
 
 namespace engine {
 namespace nn = torch::nn;
@@ -77,8 +77,8 @@ TORCH_MODULE(Conv);
 /// convolutions: not training, no autograd, inside a FrozenWeights scope (the folded weights are made
 /// once per scope), float32 on the CPU outside autocast.
 bool folds_batch_norm(const nn::Module& m, const torch::Tensor& x) {
-  return !m.is_training() && !torch::GradMode::is_enabled() && frozen_weights_scope() != 0 && x.is_cpu() &&
-         x.scalar_type() == torch::kFloat && !at::autocast::is_cpu_enabled() && !switched_off("ENGINE_FOLD_BN");
+  return !m.is_training() && !torch::GradMode::is_enabled() && frozen_weights_scope() != 0 &&
+         simd::cpu_float(x) && !switched_off("ENGINE_FOLD_BN");
 }
 
 Conv conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) { return Conv(in, out, kernel, stride); }

@@ -289,6 +289,7 @@ std::string Trainer::save_checkpoint(bool wait) {
     meta["scaler.growth_tracker"] = std::to_string(acc_.scaler().growth_tracker());
     for (size_t g = 0; g < parts_.optimizer->param_groups().size(); ++g) meta["lr." + std::to_string(g)] = exact_number(get_lr(*parts_.optimizer, g));
     meta["world_size"] = std::to_string(world);
+    meta["threads"] = std::to_string(at::get_num_threads());  // rounding depends on it (a resume's note)
     meta["recipe"] = recipe_.resolved_toml;
     meta["recipe_file"] = recipe_.file;
     for (size_t i = 0; i < parts_.callbacks.size(); ++i) {
@@ -412,6 +413,14 @@ Values Trainer::run() {
     if (state_.batches_done > 0) s += fmt::format(" (batch {} of epoch {})", state_.batches_done / recipe_.train.accumulate_steps, state_.epoch + 1);
     s += "\n";
     for (const auto& c : changed) s += "  changed since the checkpoint: " + c + "\n";
+    const auto saved = point->file.metadata.find("threads");
+    const std::string now = std::to_string(at::get_num_threads());
+    if (saved != point->file.metadata.end() && saved->second != now)
+      s += fmt::format(
+          "  note: the checkpoint's run used {0} threads per process, this one {1}: the steps from here round as "
+          "{1} threads do, so the metrics may differ from an uninterrupted run's in their last digits "
+          "(resume with --set accelerator.threads={0} to continue it bit for bit)\n",
+          saved->second, now);
     print(s);
   }
   if (acc_.is_main()) {

@@ -223,12 +223,16 @@ TEST_CASE("a checkpoint write cut at any stage, a damaged checkpoint, or a full 
   const std::string full_args = kTiny + std::string(" --set run.output_dir=") + full;
   auto cut = run_mnist("run", full_args, "ENGINE_FAULT_INJECT=partial@step-000000006 ");
   REQUIRE_MESSAGE(cut.exit_code == 99, cut.output);
-  auto limited = run_mnist("run", full_args + " --resume " + full, "", "ulimit -f 20000; ");
+  // This resume runs at 2 threads: it says that its steps no longer round as the checkpoint's run did.
+  auto limited = run_mnist("run", full_args + " --resume " + full, "ENGINE_THREADS=2 ", "ulimit -f 20000; ");
   CHECK(limited.exit_code == 1);
   CHECK_MESSAGE(limited.output.find("step-000000006.safetensors.tmp: File too large") != std::string::npos, limited.output);
+  CHECK_MESSAGE(limited.output.find("the checkpoint's run used 1 threads per process, this one 2") != std::string::npos,
+                limited.output);
   CHECK(!std::filesystem::exists(step_file(full, 6) + ".tmp"));
   auto after = run_mnist("run", full_args + " --resume " + full);
   REQUIRE_MESSAGE(after.exit_code == 0, after.output);
   CHECK(after.output.find("step-000000004.safetensors: after epoch 1") != std::string::npos);
+  CHECK_MESSAGE(after.output.find("threads per process") == std::string::npos, after.output);
   check_same_run(full, dir + "/ref");
 }
