@@ -336,6 +336,14 @@ void gelu_grad_rows(const float* h, float* g, float* col_sum, int64_t rows, int6
   kernel(h, g, col_sum, rows, cols);
 }
 
+bool gelu_uses_tables() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  return kGeluTables && has_avx512();
+#else
+  return false;
+#endif
+}
+
 void gelu_span_float(const float* x, float* y, int64_t n) {
   static const SpanKernel<float> kernel = gelu_kernel<float>(false);
   kernel(x, nullptr, y, n);

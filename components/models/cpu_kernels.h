@@ -18,6 +18,11 @@ torch::Tensor gelu_exact(const torch::Tensor& x);
 /// (the kernel of gelu_exact's forward; y may be x).
 void gelu_span_float(const float* x, float* y, int64_t n);
 
+/// True where gelu_exact runs on the AVX-512 polynomial tables (an AVX-512 CPU, a GCC build: largest
+/// errors ~1e-7); elsewhere it evaluates exp and the A-S erfc (value 1.0e-7, slope 2.6e-7 on a dense
+/// grid, as accurate as LibTorch's own float GELU: 1.6e-7 and 2.6e-7).
+bool gelu_uses_tables();
+
 /// The GELU backward of the fused ConvNeXt MLP (convnext_mlp.h) on dense float32 rows [rows, cols],
 /// single-threaded (the caller splits rows): g = g * gelu'(h) in place (exact GELU), and
 /// col_sum[c] += the new g[r][c] over the rows (the fc1 bias gradient).

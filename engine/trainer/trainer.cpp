@@ -105,10 +105,11 @@ void Trainer::train_epoch(const Phase& phase, int64_t phase_steps, int64_t epoch
     const double batch_loss = loss.item<double>();  // one device sync per micro-batch
     // A non-finite loss in fp32/bf16 means the run diverged: every later step would train on
     // garbage, so stop here and say where. fp16's scaler skips such steps and lowers its scale.
+    // A NaN's sign is noise (x86's default NaN is negative): "nan", never "-nan".
     if (!std::isfinite(batch_loss) && !acc_.scaler().enabled())
       throw RunError(fmt::format("training loss is {} at step {} (epoch {}, batch {} of {}), lr {:.6g}: the run diverged. "
                                  "Lower optimizer.lr, set train.grad_clip_norm, or check the data of this batch",
-                                 batch_loss, state_.step + 1, epoch + 1, b / k + 1, parts_.steps_per_epoch,
+                                 std::isnan(batch_loss) ? "nan" : fmt::format("{}", batch_loss), state_.step + 1, epoch + 1, b / k + 1, parts_.steps_per_epoch,
                                  head_lr()));
     state_.epoch_loss_sum += batch_loss * n;
     state_.epoch_loss_count += n;

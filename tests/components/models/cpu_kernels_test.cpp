@@ -89,9 +89,11 @@ TEST_CASE("gelu_exact on bf16: the float GELU and its gradient rounded once to b
   CHECK(torch::equal(gelu_exact(x16).masked_select(finite), y.detach().masked_select(finite)));
 }
 
-TEST_CASE("gelu_exact against the float64 GELU on a dense grid: every interval of the AVX-512 tables") {
+TEST_CASE("gelu_exact against the float64 GELU on a dense grid: every interval of the AVX-512 tables, or the formula") {
   // 400,001 points on [-10, 10]: each of the tables' 32 intervals per sign (gelu_tables.h) and the
-  // flat tails, value and slope, within a few float steps of the exact function.
+  // flat tails, value and slope, within a few float steps of the exact function. Without the tables
+  // (AVX2, or a Clang build) the exp + erfc formula runs: LibTorch's own float GELU errs by 1.6e-7
+  // (value) and 2.6e-7 (slope) on this grid, the formula by 1.0e-7 and 2.6e-7.
   auto x = torch::linspace(-10, 10, 400001).requires_grad_();
   auto y = gelu_exact(x);
   y.backward(torch::ones_like(y));
@@ -101,7 +103,8 @@ TEST_CASE("gelu_exact against the float64 GELU on a dense grid: every interval o
   auto scale = xd.abs().clamp_min(1.0);
   const double value_err = ((y.detach().to(torch::kDouble) - xd * cdf).abs() / scale).max().item<double>();
   const double slope_err = (x.grad().to(torch::kDouble) - (cdf + xd * pdf)).abs().max().item<double>();
-  MESSAGE("largest error: value " << value_err << " (relative to max(1, |x|)), slope " << slope_err);
+  MESSAGE(std::string(gelu_uses_tables() ? "tables" : "formula")
+          << ": largest error: value " << value_err << " (relative to max(1, |x|)), slope " << slope_err);
   CHECK(value_err < 2e-7);
-  CHECK(slope_err < 2e-7);
+  CHECK(slope_err < (gelu_uses_tables() ? 2e-7 : 3e-7));
 }
