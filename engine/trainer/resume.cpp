@@ -139,4 +139,14 @@ std::vector<std::string> check_resumable(const ResumePoint& point, const std::st
   return accepted;
 }
 
+std::string thread_count_note(const ResumePoint& point, int threads) {
+  const std::string saved = meta(point.file, "threads"), now = std::to_string(threads);
+  if (saved.empty() || saved == now) return "";
+  return fmt::format(
+      "  note: the checkpoint's run used {0} threads per process, this one {1}: the steps from here round as "
+      "{1} threads do, so the metrics may differ from an uninterrupted run's in their last digits "
+      "(resume with --set accelerator.threads={0} to continue it bit for bit)\n",
+      saved, now);
+}
+
 }  // namespace engine

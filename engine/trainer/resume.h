@@ -43,4 +43,8 @@ const std::vector<std::string>& resume_safe_keys();
 /// that did change, "key: old -> new", for the run to print.
 std::vector<std::string> check_resumable(const ResumePoint& point, const std::string& resolved_toml, int world_size);
 
+/// "  note: ...\n" when the checkpoint's run used another intra-op thread count than `threads` (the
+/// resumed steps round as `threads` do), else "". Checkpoints from before the count was recorded: "".
+std::string thread_count_note(const ResumePoint& point, int threads);
+
 }  // namespace engine

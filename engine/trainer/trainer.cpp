@@ -109,8 +109,8 @@ void Trainer::train_epoch(const Phase& phase, int64_t phase_steps, int64_t epoch
     if (!std::isfinite(batch_loss) && !acc_.scaler().enabled())
       throw RunError(fmt::format("training loss is {} at step {} (epoch {}, batch {} of {}), lr {:.6g}: the run diverged. "
                                  "Lower optimizer.lr, set train.grad_clip_norm, or check the data of this batch",
-                                 std::isnan(batch_loss) ? "nan" : fmt::format("{}", batch_loss), state_.step + 1, epoch + 1, b / k + 1, parts_.steps_per_epoch,
-                                 head_lr()));
+                                 std::isnan(batch_loss) ? "nan" : fmt::format("{}", batch_loss), state_.step + 1,
+                                 epoch + 1, b / k + 1, parts_.steps_per_epoch, head_lr()));
     state_.epoch_loss_sum += batch_loss * n;
     state_.epoch_loss_count += n;
     state_.images_seen += n * world;
@@ -414,14 +414,7 @@ Values Trainer::run() {
     if (state_.batches_done > 0) s += fmt::format(" (batch {} of epoch {})", state_.batches_done / recipe_.train.accumulate_steps, state_.epoch + 1);
     s += "\n";
     for (const auto& c : changed) s += "  changed since the checkpoint: " + c + "\n";
-    const auto saved = point->file.metadata.find("threads");
-    const std::string now = std::to_string(at::get_num_threads());
-    if (saved != point->file.metadata.end() && saved->second != now)
-      s += fmt::format(
-          "  note: the checkpoint's run used {0} threads per process, this one {1}: the steps from here round as "
-          "{1} threads do, so the metrics may differ from an uninterrupted run's in their last digits "
-          "(resume with --set accelerator.threads={0} to continue it bit for bit)\n",
-          saved->second, now);
+    s += thread_count_note(*point, at::get_num_threads());
     print(s);
   }
   if (acc_.is_main()) {

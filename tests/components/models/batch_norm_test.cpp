@@ -191,9 +191,7 @@ Unfused unfused(const torch::Tensor& x0, const torch::Tensor& res0, const torch:
 }  // namespace
 
 TEST_CASE("SyncBatchNorm2d: forward_relu in training gives the bits of torch's batch_norm, residual sum and relu through autograd") {
-  // One intra-op thread, LibTorch 1.13's start-up count: 2.x starts with every core, and its batch_norm's
-  // bits follow how the work is split (2.6 on an AVX2 Zen 3). The 2-thread contract has its own test below.
-  const engine::test::IntraOpThreads one_thread(1);
+  const engine::test::IntraOpThreads one_thread(1);  // torch's reference at 1 thread, as in the first test
   for (const int64_t hw : {2, 7}) {
     for (const bool with_residual : {false, true}) {
       CAPTURE(hw);
