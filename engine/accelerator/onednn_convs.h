@@ -19,7 +19,7 @@ namespace engine {
 struct OnednnConvs {
   bool checked = false;     ///< LibTorch has oneDNN, it was on, and the probes ran
   bool turned_off = false;  ///< a probe disagreed: oneDNN is off for this process
-  int probes = 0;           ///< convolutions checked (forward, input and weight gradients each)
+  int probes = 0;           ///< convolutions oneDNN ran, checked (forward, input and weight gradients each)
   std::string wrong;        ///< the first that disagreed and by how much ("" when none)
 };
 
