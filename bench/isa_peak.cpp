@@ -7,80 +7,52 @@
 // instructions each; x86-64 with AVX2 + FMA at least.
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
 namespace {
 
-constexpr int kChains = 24;
-constexpr long kIters = 200000000L / kChains;
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// GFLOP/s of kChains independent FMA chains (2 FLOPs per lane per instruction).
-__attribute__((target("avx512f"))) double fma_gflops() {
-  __m512 acc[kChains];
-  for (auto& a : acc) a = _mm512_setzero_ps();
-  __m512 x = _mm512_set1_ps(1.0f);
-  const __m512 y = _mm512_set1_ps(1e-9f);
-  const auto t0 = std::chrono::steady_clock::now();
-  for (long it = 0; it < kIters; ++it) {
-#pragma GCC unroll 24
-    for (int i = 0; i < kChains; ++i) acc[i] = _mm512_fmadd_ps(x, y, acc[i]);
-    asm volatile("" : "+v"(x));  // x is "changed": the loop is not folded
+// `name()`: GFLOP/s of `chains` independent accumulator chains of type Acc (a = UPDATE, written in
+// terms of the accumulator `a` and the operands `x` and `y`; `flops` per update), 2e8 updates in
+// all. `x` is taken as changed every round, so that the loop is not folded. A macro, not a
+// template: the intrinsics need the function's own target attribute.
+#define ENGINE_CHAINS_GFLOPS(name, isa, Acc, chains, zero, Operand, x0, y0, UPDATE, flops) \
+  __attribute__((target(isa))) double name() {                                             \
+    constexpr long iters = 200000000L / (chains);                                          \
+    Acc acc[chains];                                                                       \
+    for (auto& a : acc) a = zero;                                                          \
+    Operand x = x0;                                                                        \
+    const Operand y = y0;                                                                  \
+    const auto t0 = std::chrono::steady_clock::now();                                      \
+    for (long it = 0; it < iters; ++it) {                                                  \
+      _Pragma("GCC unroll 24") for (auto& a : acc) a = (UPDATE);                           \
+      asm volatile("" : "+v"(x));                                                          \
+    }                                                                                      \
+    const double s = seconds_since(t0);                                                    \
+    float lanes[sizeof(acc) / sizeof(float)], sink = 0;                                    \
+    std::memcpy(lanes, acc, sizeof(acc));                                                  \
+    for (float v : lanes) sink += v;                                                       \
+    asm volatile("" ::"r"(sink));                                                          \
+    return iters * (chains) * (flops) / s / 1e9;                                           \
   }
-  const double s = seconds_since(t0);
-  float sink = 0;
-  for (auto& a : acc) sink += _mm512_reduce_add_ps(a);
-  asm volatile("" ::"r"(sink));
-  return kIters * kChains * 32.0 / s / 1e9;
-}
 
-// The same with 256-bit FMAs (16 FLOPs per instruction) on AVX2 + FMA CPUs.
-__attribute__((target("avx2,fma"))) double fma_gflops_ymm() {
-  constexpr int kYmmChains = 12;
-  constexpr long kYmmIters = 200000000L / kYmmChains;
-  __m256 acc[kYmmChains];
-  for (auto& a : acc) a = _mm256_setzero_ps();
-  __m256 x = _mm256_set1_ps(1.0f);
-  const __m256 y = _mm256_set1_ps(1e-9f);
-  const auto t0 = std::chrono::steady_clock::now();
-  for (long it = 0; it < kYmmIters; ++it) {
-#pragma GCC unroll 12
-    for (int i = 0; i < kYmmChains; ++i) acc[i] = _mm256_fmadd_ps(x, y, acc[i]);
-    asm volatile("" : "+v"(x));
-  }
-  const double s = seconds_since(t0);
-  float lanes[8], sink = 0;
-  for (auto& a : acc) {
-    _mm256_storeu_ps(lanes, a);
-    for (float v : lanes) sink += v;
-  }
-  asm volatile("" ::"r"(sink));
-  return kYmmIters * kYmmChains * 16.0 / s / 1e9;
-}
-
-// GFLOP/s of kChains independent vdpbf16ps chains (32 products and 32 adds per instruction).
-__attribute__((target("avx512f,avx512bf16"))) double bf16_dot_gflops() {
-  __m512 acc[kChains];
-  for (auto& a : acc) a = _mm512_setzero_ps();
-  __m512bh x = (__m512bh)_mm512_set1_epi16(0x3f80);  // bf16 1.0
-  const __m512bh y = (__m512bh)_mm512_set1_epi16(0x3f80);
-  const auto t0 = std::chrono::steady_clock::now();
-  for (long it = 0; it < kIters; ++it) {
-#pragma GCC unroll 24
-    for (int i = 0; i < kChains; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], x, y);
-    asm volatile("" : "+v"(x));
-  }
-  const double s = seconds_since(t0);
-  float sink = 0;
-  for (auto& a : acc) sink += _mm512_reduce_add_ps(a);
-  asm volatile("" ::"r"(sink));
-  return kIters * kChains * 64.0 / s / 1e9;
-}
+// float32 FMA in zmm registers: 24 chains, 32 FLOPs per instruction.
+ENGINE_CHAINS_GFLOPS(fma_gflops, "avx512f", __m512, 24, _mm512_setzero_ps(), __m512, _mm512_set1_ps(1.0f),
+                     _mm512_set1_ps(1e-9f), _mm512_fmadd_ps(x, y, a), 32.0)
+// The same in ymm on AVX2 + FMA CPUs: 12 chains (16 registers), 16 FLOPs per instruction.
+ENGINE_CHAINS_GFLOPS(fma_gflops_ymm, "avx2,fma", __m256, 12, _mm256_setzero_ps(), __m256, _mm256_set1_ps(1.0f),
+                     _mm256_set1_ps(1e-9f), _mm256_fmadd_ps(x, y, a), 16.0)
+// vdpbf16ps: 32 bf16 products summed pairwise into 16 floats, 64 FLOPs per instruction; 24 chains.
+ENGINE_CHAINS_GFLOPS(bf16_dot_gflops, "avx512f,avx512bf16", __m512, 24, _mm512_setzero_ps(), __m512bh,
+                     (__m512bh)_mm512_set1_epi16(0x3f80), (__m512bh)_mm512_set1_epi16(0x3f80),
+                     _mm512_dpbf16_ps(a, x, y), 64.0)
+#undef ENGINE_CHAINS_GFLOPS
 
 }  // namespace
 
