@@ -84,7 +84,7 @@ TEST_CASE("where oneDNN has no bf16 convolution, the check's verdict does not re
                          std::vector<int64_t>{2, 2});
   };
   const bool onednn_has_bf16 = !torch::equal(conv(true), conv(false));
-  MESSAGE("oneDNN " << (onednn_has_bf16 ? "runs" : "does not run") << " bf16 convolutions here");
+  MESSAGE(std::string(onednn_has_bf16 ? "oneDNN runs" : "oneDNN does not run") << " bf16 convolutions here");
   MkldnnSwitch on(true);
   const OnednnConvs r = probe_onednn_convs();
   if (!onednn_has_bf16) CHECK_MESSAGE(r.wrong.rfind("bf16", 0) != 0, r.wrong);
