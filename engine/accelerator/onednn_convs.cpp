@@ -92,13 +92,14 @@ OnednnConvs probe_onednn_convs() {
         continue;  // no bf16 convolution on this CPU: nothing runs there to be wrong
       }
       context.setUserEnabledMkldnn(false);
-      const auto own = run(p, torch::kFloat, dtype);  // the reference: LibTorch's own float convolution
       // Where oneDNN has no bf16 convolution (LibTorch 1.13 and 2.x without AVX-512), LibTorch runs
       // its own bf16 loops with oneDNN on or off: bits equal to the oneDNN-off run mean oneDNN never
       // ran this probe, and its error (those loops sum in bf16: 4% off measured on an AVX2 Zen 3) is
       // not oneDNN's to answer for. The engine's autocast does not send convolutions there anyway
-      // (bf16_emulation.h).
+      // (bf16_emulation.h). Such a probe needs no float reference either.
       const bool onednn_ran = dtype == torch::kFloat || !all_equal(onednn, run(p, dtype, dtype));
+      std::vector<torch::Tensor> own;  // the reference: LibTorch's own float convolution
+      if (onednn_ran) own = run(p, torch::kFloat, dtype);
       context.setUserEnabledMkldnn(true);
       if (!onednn_ran) continue;
       ++r.probes;
