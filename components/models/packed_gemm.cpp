@@ -4,6 +4,9 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 #include "engine/core/env.h"
@@ -15,14 +18,55 @@
 
 namespace engine {
 
-bool packed_gemm_available() {
+namespace {
+
+PackedGemmIsa widest_isa() {
 #ifdef ENGINE_PACKED_GEMM_X86
-  static const bool on = __builtin_cpu_supports("avx512f") && !switched_off("ENGINE_PACKED_GEMM");
-  return on;
-#else
-  return false;
+  if (__builtin_cpu_supports("avx512f")) return PackedGemmIsa::avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return PackedGemmIsa::avx2;
 #endif
+  return PackedGemmIsa::none;
 }
+
+// The kernels in use: the widest the CPU has, as ENGINE_PACKED_GEMM narrows it (read once).
+std::atomic<PackedGemmIsa>& isa_in_use() {
+  static std::atomic<PackedGemmIsa> isa{[] {
+    const PackedGemmIsa widest = widest_isa();
+    const char* env = std::getenv("ENGINE_PACKED_GEMM");
+    if (switched_off("ENGINE_PACKED_GEMM")) return PackedGemmIsa::none;
+    if (env && std::strcmp(env, "avx2") == 0 && widest >= PackedGemmIsa::avx2) return PackedGemmIsa::avx2;
+    return widest;
+  }()};
+  return isa;
+}
+
+}  // namespace
+
+PackedGemmIsa packed_gemm_widest() {
+  static const PackedGemmIsa widest = widest_isa();
+  return widest;
+}
+
+PackedGemmIsa packed_gemm_isa() { return isa_in_use().load(std::memory_order_relaxed); }
+
+PackedGemmIsa use_packed_gemm_isa(PackedGemmIsa isa) {
+  TORCH_CHECK(isa <= packed_gemm_widest(), "use_packed_gemm_isa: ", packed_gemm_isa_name(isa),
+              " kernels need instructions this CPU lacks (it has ", packed_gemm_isa_name(packed_gemm_widest()), ")");
+  return isa_in_use().exchange(isa);
+}
+
+const char* packed_gemm_isa_name(PackedGemmIsa isa) {
+  switch (isa) {
+    case PackedGemmIsa::avx512:
+      return "AVX-512";
+    case PackedGemmIsa::avx2:
+      return "AVX2";
+    default:
+      return "none";
+  }
+}
+
+bool packed_gemm_available() { return packed_gemm_isa() != PackedGemmIsa::none; }
 
 bool packed_gemm_pays(int64_t m) { return m >= 128; }
 
@@ -31,8 +75,36 @@ PackedB::PackedB(int64_t k, int64_t n) : k_(k), n_(n), data_(new float[static_ca
 #ifdef ENGINE_PACKED_GEMM_X86
 namespace {
 
-// The first min(lanes, 16) lanes of a 16-float vector (lanes >= 1).
-__mmask16 lane_mask(int64_t lanes) { return static_cast<__mmask16>(lanes >= 16 ? 0xffff : (1u << lanes) - 1); }
+// `e` moved by `offset` elements (its residual laid out as C).
+GemmEpilogue shifted(GemmEpilogue e, int64_t offset) {
+  if (e.residual) e.residual += offset;
+  return e;
+}
+
+// The kernels at 16 floats a vector, 32 zmm registers: tiles of up to 4 vectors (64 columns) by 6
+// rows (24 accumulators), 8 x 3, 12 x 2 or 12 x 1.
+namespace avx512 {
+#define ENGINE_KERNEL __attribute__((target("avx512f")))
+#define ENGINE_VEC ENGINE_KERNEL __attribute__((always_inline)) static inline
+struct Vec {
+  using V = __m512;
+  using Mask = __mmask16;
+  static constexpr int kLanes = 16, kMaxVectors = 4;
+  static constexpr int tile_rows(int vectors) { return vectors == 4 ? 6 : vectors == 3 ? 8 : 12; }
+  ENGINE_VEC Mask mask(int64_t lanes) { return static_cast<Mask>(lanes >= 16 ? 0xffff : (1u << lanes) - 1); }
+  ENGINE_VEC V zero() { return _mm512_setzero_ps(); }
+  ENGINE_VEC V broadcast(const float* p) { return _mm512_set1_ps(*p); }
+  ENGINE_VEC V loadu(const float* p) { return _mm512_loadu_ps(p); }
+  ENGINE_VEC V load(Mask m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
+  ENGINE_VEC void storeu(float* p, V v) { _mm512_storeu_ps(p, v); }
+  ENGINE_VEC void store(Mask m, float* p, V v) { _mm512_mask_storeu_ps(p, m, v); }
+  ENGINE_VEC V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  ENGINE_VEC V add(V a, V b) { return _mm512_add_ps(a, b); }
+  ENGINE_VEC V relu(V v) {
+    return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LE_OQ), _mm512_setzero_ps());
+  }
+};
+#include "components/models/packed_gemm_kernels.inc"
 
 // GCC 12 sees the undefined pass-through operand inside _mm512_unpacklo_ps & co. as maybe used.
 #pragma GCC diagnostic push
@@ -42,9 +114,9 @@ __mmask16 lane_mask(int64_t lanes) { return static_cast<__mmask16>(lanes >= 16 ?
 // dst[i * ldd + j] = src[j * lds + i] for i < 16, j < 16 (a 16 x 16 tile of floats transposed in
 // registers): rows j >= rows of src read as zeros, only columns i < cols of src read and only
 // those rows of dst written.
-__attribute__((target("avx512f"))) void transpose_tile(const float* src, int64_t lds, int64_t rows, int64_t cols,
-                                                       float* dst, int64_t ldd) {
-  const __mmask16 cmask = lane_mask(cols);
+ENGINE_KERNEL void transpose_tile(const float* src, int64_t lds, int64_t rows, int64_t cols,
+                                  float* dst, int64_t ldd) {
+  const __mmask16 cmask = Vec::mask(cols);
   __m512 r[16], t[16];
 #pragma GCC unroll 16
   for (int j = 0; j < 16; ++j) r[j] = j < rows ? _mm512_maskz_loadu_ps(cmask, src + j * lds) : _mm512_setzero_ps();
@@ -80,6 +152,78 @@ __attribute__((target("avx512f"))) void transpose_tile(const float* src, int64_t
     if (i < cols) _mm512_storeu_ps(dst + i * ldd, t[i]);
 }
 #pragma GCC diagnostic pop
+#undef ENGINE_VEC
+#undef ENGINE_KERNEL
+}  // namespace avx512
+
+// The kernels at 8 floats a vector, 16 ymm registers: tiles of up to 2 vectors (16 columns) by 6 rows
+// (12 accumulators, 2 vectors of B and a broadcast), or 12 x 1.
+namespace avx2 {
+#define ENGINE_KERNEL __attribute__((target("avx2,fma")))
+#define ENGINE_VEC ENGINE_KERNEL __attribute__((always_inline)) static inline
+struct Vec {
+  using V = __m256;
+  using Mask = __m256i;
+  static constexpr int kLanes = 8, kMaxVectors = 2;
+  static constexpr int tile_rows(int vectors) { return vectors == 2 ? 6 : 12; }
+  ENGINE_VEC Mask mask(int64_t lanes) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::min<int64_t>(lanes, 8))),
+                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  ENGINE_VEC V zero() { return _mm256_setzero_ps(); }
+  ENGINE_VEC V broadcast(const float* p) { return _mm256_broadcast_ss(p); }
+  ENGINE_VEC V loadu(const float* p) { return _mm256_loadu_ps(p); }
+  ENGINE_VEC V load(Mask m, const float* p) { return _mm256_maskload_ps(p, m); }
+  ENGINE_VEC void storeu(float* p, V v) { _mm256_storeu_ps(p, v); }
+  ENGINE_VEC void store(Mask m, float* p, V v) { _mm256_maskstore_ps(p, m, v); }
+  ENGINE_VEC V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  ENGINE_VEC V add(V a, V b) { return _mm256_add_ps(a, b); }
+  ENGINE_VEC V relu(V v) {  // the lanes <= 0 (not NaN) cleared
+    return _mm256_andnot_ps(_mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LE_OQ), v);
+  }
+};
+#include "components/models/packed_gemm_kernels.inc"
+
+// dst[i * ldd + j] = src[j * lds + i] for i < 8, j < 8 (an 8 x 8 tile transposed in registers): rows
+// j >= rows of src read as zeros, only columns i < cols read and only those rows of dst written.
+ENGINE_KERNEL void transpose_8x8(const float* src, int64_t lds, int64_t rows, int64_t cols, float* dst, int64_t ldd) {
+  const Vec::Mask cmask = Vec::mask(cols);
+  __m256 r[8], t[8];
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) r[j] = j < rows ? Vec::load(cmask, src + j * lds) : Vec::zero();
+  // Pairs of rows interleaved, then pairs of pairs: s[c] holds column c (low half) and c + 4 (high
+  // half) of the four rows of its group; then the halves of the two groups joined.
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    t[2 * j] = _mm256_unpacklo_ps(r[2 * j], r[2 * j + 1]);
+    t[2 * j + 1] = _mm256_unpackhi_ps(r[2 * j], r[2 * j + 1]);
+  }
+#pragma GCC unroll 2
+  for (int q = 0; q < 2; ++q) {
+    r[4 * q] = _mm256_shuffle_ps(t[4 * q], t[4 * q + 2], 0x44);
+    r[4 * q + 1] = _mm256_shuffle_ps(t[4 * q], t[4 * q + 2], 0xee);
+    r[4 * q + 2] = _mm256_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0x44);
+    r[4 * q + 3] = _mm256_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0xee);
+  }
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    t[c] = _mm256_permute2f128_ps(r[c], r[4 + c], 0x20);
+    t[4 + c] = _mm256_permute2f128_ps(r[c], r[4 + c], 0x31);
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i)
+    if (i < cols) _mm256_storeu_ps(dst + i * ldd, t[i]);
+}
+
+// The 16 x 16 tile of avx512::transpose_tile, as four 8 x 8 ones.
+void transpose_tile(const float* src, int64_t lds, int64_t rows, int64_t cols, float* dst, int64_t ldd) {
+  for (int64_t j0 = 0; j0 < 16; j0 += 8)
+    for (int64_t i0 = 0; i0 < 16 && i0 < cols; i0 += 8)
+      transpose_8x8(src + j0 * lds + i0, lds, rows - j0, cols - i0, dst + i0 * ldd + j0, ldd);
+}
+#undef ENGINE_VEC
+#undef ENGINE_KERNEL
+}  // namespace avx2
 
 }  // namespace
 #endif
@@ -107,15 +251,19 @@ void PackedB::transposed_each(const std::vector<const float*>& w, int64_t n, int
 
 void PackedB::pack_panels(const float* w, int64_t ldw, int64_t first, int64_t end) {
   const int64_t k = k_;
+#ifdef ENGINE_PACKED_GEMM_X86
+  const PackedGemmIsa isa = packed_gemm_widest();
+#endif
   for (int64_t p = first; p < end; ++p) {
     const int64_t n0 = p * kPanel, width = this->width(p), wp = padded_width(p);
     float* dst = data_.get() + p * kPanel * k;
 #ifdef ENGINE_PACKED_GEMM_X86
-    if (__builtin_cpu_supports("avx512f")) {
+    if (isa != PackedGemmIsa::none) {
+      auto* transpose = isa == PackedGemmIsa::avx512 ? avx512::transpose_tile : avx2::transpose_tile;
       for (int64_t j0 = 0; j0 < wp; j0 += 16)
         for (int64_t k0 = 0; k0 < k; k0 += 16)
-          transpose_tile(w + (n0 + j0) * ldw + k0, ldw, std::min<int64_t>(16, width - j0),
-                         std::min<int64_t>(16, k - k0), dst + k0 * wp + j0, wp);
+          transpose(w + (n0 + j0) * ldw + k0, ldw, std::min<int64_t>(16, width - j0), std::min<int64_t>(16, k - k0),
+                    dst + k0 * wp + j0, wp);
       continue;
     }
 #endif
@@ -133,268 +281,18 @@ PackedB PackedB::in_place(const float* b, int64_t k, int64_t n, int64_t ldb) {
   return out;
 }
 
-#ifdef ENGINE_PACKED_GEMM_X86
-namespace {
-
-// The rows left after the full groups (left < 12): the kernel instance for that count, CALL(n),
-// where n is below the group size `limit`.
-#define ENGINE_REMAINDER_CASE(n, limit, CALL) \
-  case n:                                     \
-    if constexpr (n < (limit)) CALL(n);       \
-    break;
-#define ENGINE_REMAINDER_SWITCH(left, limit, CALL) \
-  switch (left) {                                  \
-    ENGINE_REMAINDER_CASE(1, limit, CALL)          \
-    ENGINE_REMAINDER_CASE(2, limit, CALL)          \
-    ENGINE_REMAINDER_CASE(3, limit, CALL)          \
-    ENGINE_REMAINDER_CASE(4, limit, CALL)          \
-    ENGINE_REMAINDER_CASE(5, limit, CALL)          \
-    ENGINE_REMAINDER_CASE(6, limit, CALL)          \
-    ENGINE_REMAINDER_CASE(7, limit, CALL)          \
-    ENGINE_REMAINDER_CASE(8, limit, CALL)          \
-    ENGINE_REMAINDER_CASE(9, limit, CALL)          \
-    ENGINE_REMAINDER_CASE(10, limit, CALL)         \
-    ENGINE_REMAINDER_CASE(11, limit, CALL)         \
-    default:                                       \
-      break;                                       \
-  }
-
-// Rows per register tile of V vectors: 24 accumulators at most (6 x 4, 8 x 3), 12 for narrower tiles.
-constexpr int tile_rows(int vectors) { return vectors == 4 ? 6 : vectors == 3 ? 8 : 12; }
-
-// acc[r][v] += s[r * step] * b[16v ..] for r < R, v < V: one rank-1 update of a tile of
-// accumulators (the last vector of b read in the lanes of `last`).
-template <int R, int V>
-__attribute__((target("avx512f"), always_inline)) inline void rank1_update(__m512 (&acc)[R][V], const float* s,
-                                                                         int64_t step, const float* b,
-                                                                         __mmask16 last) {
-  __m512 bv[V];
-#pragma GCC unroll 4
-  for (int v = 0; v < V; ++v) bv[v] = _mm512_maskz_loadu_ps(v == V - 1 ? last : __mmask16(0xffff), b + 16 * v);
-#pragma GCC unroll 12
-  for (int r = 0; r < R; ++r) {
-    const __m512 sr = _mm512_set1_ps(s[r * step]);
-#pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(sr, bv[v], acc[r][v]);
-  }
-}
-
-// One term of a panel's sum: A's rows from `a` (lda apart; row 0 of the rows being computed) times
-// the panel of B at `b` (k rows, ldb apart).
-struct PanelTerm {
-  const float* a;
-  const float* b;
-  int64_t ldb, k;
-};
-
-// MR rows x V vectors of 16 columns: MR * V accumulators in zmm registers (24 at most, of 32), V
-// loads of B's panel row (rows ldb apart) and MR broadcasts of A's elements per step of k, over
-// every term in turn (the accumulators stay in registers from the first term to the last). `last`:
-// the lanes of the V-th vector that are real columns (the panel's width need not be a multiple of
-// 16); only those are read, so that a panel read in place never reads past B.
-template <int MR, int V>
-__attribute__((target("avx512f"), always_inline)) inline void micro_kernel(const PanelTerm* terms, int count,
-                                                                         int64_t row, int64_t lda,
-                                                                         const float* bias, float* c,
-                                                                         int64_t ldc, __mmask16 last,
-                                                                         GemmEpilogue e) {
-  // Every loop over r and v fully unrolled (the accumulators must stay in registers at any -O).
-  __m512 acc[MR][V];
-#pragma GCC unroll 4
-  for (int v = 0; v < V; ++v) {
-    const __mmask16 lanes = v == V - 1 ? last : __mmask16(0xffff);
-    const __m512 b0 = bias ? _mm512_maskz_loadu_ps(lanes, bias + 16 * v) : _mm512_setzero_ps();
-#pragma GCC unroll 12
-    for (int r = 0; r < MR; ++r) acc[r][v] = b0;
-  }
-  for (int t = 0; t < count; ++t) {
-    const float *a = terms[t].a + row * lda, *bp = terms[t].b;
-    const int64_t ldb = terms[t].ldb, k = terms[t].k;
-#pragma GCC unroll 4
-    for (int64_t kk = 0; kk < k; ++kk) rank1_update<MR, V>(acc, a + kk, lda, bp + kk * ldb, last);
-  }
-  if (e.residual) {  // e.residual: row 0 of this tile, laid out as c
-#pragma GCC unroll 12
-    for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 4
-      for (int v = 0; v < V; ++v)
-        acc[r][v] = _mm512_add_ps(acc[r][v], _mm512_maskz_loadu_ps(v == V - 1 ? last : 0xffff, e.residual + r * ldc + 16 * v));
-  }
-  if (e.relu) {
-#pragma GCC unroll 12
-    for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 4
-      for (int v = 0; v < V; ++v)  // torch's relu: NaN kept, -0 and negatives to +0
-        acc[r][v] = _mm512_mask_mov_ps(acc[r][v], _mm512_cmp_ps_mask(acc[r][v], _mm512_setzero_ps(), _CMP_LE_OQ),
-                                       _mm512_setzero_ps());
-  }
-#pragma GCC unroll 12
-  for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) _mm512_mask_storeu_ps(c + r * ldc + 16 * v, v == V - 1 ? last : 0xffff, acc[r][v]);
-}
-
-// `e` moved by `offset` elements (its residual laid out as C).
-GemmEpilogue shifted(GemmEpilogue e, int64_t offset) {
-  if (e.residual) e.residual += offset;
-  return e;
-}
-
-// Rows [0, m) of one panel, MR at a time, the remainder with a smaller kernel.
-template <int V>
-__attribute__((target("avx512f"))) void panel_rows(const PanelTerm* terms, int count, int64_t lda, const float* bias,
-                                                   float* c, int64_t ldc, int64_t m, __mmask16 last, GemmEpilogue e) {
-  constexpr int MR = tile_rows(V);
-  int64_t r = 0;
-  for (; r + MR <= m; r += MR)
-    micro_kernel<MR, V>(terms, count, r, lda, bias, c + r * ldc, ldc, last, shifted(e, r * ldc));
-  const int64_t left = m - r;
-  c += r * ldc;
-  e = shifted(e, r * ldc);
-#define ENGINE_CALL(n) micro_kernel<n, V>(terms, count, r, lda, bias, c, ldc, last, e)
-  ENGINE_REMAINDER_SWITCH(left, MR, ENGINE_CALL)
-#undef ENGINE_CALL
-}
-
 // Rows per task: a block of A (96 rows) is reused from cache across B's panels, and each panel
 // (k x 64 floats) across the block's row groups.
 constexpr int64_t kRowBlock = 96;
 
-// C's rows [0, m) = sum over the terms of A_t B_t (+ bias), panel by panel of C's columns [p0, p1).
-void gemm_rows(int64_t m, const GemmTerm* terms, int count, int64_t lda, const float* bias, float* c, int64_t ldc,
-               int64_t p0, int64_t p1, GemmEpilogue e) {
-  const PackedB& b0 = *terms[0].b;
-  PanelTerm panel_terms[kMaxGemmTerms];
-  for (int64_t p = p0; p < p1; ++p) {
-    const int64_t n0 = p * PackedB::kPanel, width = b0.width(p), vectors = b0.padded_width(p) / 16;
-    const __mmask16 last = lane_mask(width - 16 * (vectors - 1));
-    const float* bias_p = bias ? bias + n0 : nullptr;
-    for (int t = 0; t < count; ++t) {
-      const PackedB& b = *terms[t].b;
-      panel_terms[t] = PanelTerm{terms[t].a, b.panel(p), b.row_stride(p), b.k()};
-    }
-    switch (vectors) {
-      case 1:
-        panel_rows<1>(panel_terms, count, lda, bias_p, c + n0, ldc, m, last, shifted(e, n0));
-        break;
-      case 2:
-        panel_rows<2>(panel_terms, count, lda, bias_p, c + n0, ldc, m, last, shifted(e, n0));
-        break;
-      case 3:
-        panel_rows<3>(panel_terms, count, lda, bias_p, c + n0, ldc, m, last, shifted(e, n0));
-        break;
-      default:
-        panel_rows<4>(panel_terms, count, lda, bias_p, c + n0, ldc, m, last, shifted(e, n0));
-        break;
-    }
-  }
+namespace {
+// The kernels in use; TORCH_CHECK where there are none (callers check packed_gemm_available()).
+PackedGemmIsa kernels(const char* what) {
+  const PackedGemmIsa isa = packed_gemm_isa();
+  TORCH_CHECK(isa != PackedGemmIsa::none, what, ": the packed kernels do not run here (packed_gemm_available())");
+  return isa;
 }
-
-// The weight-gradient tile: C[r][16v ..] += sum over rows i < m of g[i * ldg + r] * x[i * ldx + 16v ..]
-// for r < R, v < V (the last vector's real lanes in `last`).
-template <int R, int V>
-__attribute__((target("avx512f"), always_inline)) inline void at_b_tile(int64_t m, const float* g, int64_t ldg,
-                                                                      const float* x, int64_t ldx, float* c,
-                                                                      int64_t ldc, __mmask16 last) {
-  __m512 acc[R][V];
-#pragma GCC unroll 12
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
-#pragma GCC unroll 2
-  for (int64_t i = 0; i < m; ++i) rank1_update<R, V>(acc, g + i * ldg, 1, x + i * ldx, last);
-#pragma GCC unroll 12
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) {
-      const __mmask16 lanes = v == V - 1 ? last : 0xffff;
-      float* cp = c + r * ldc + 16 * v;
-      _mm512_mask_storeu_ps(cp, lanes, _mm512_add_ps(_mm512_maskz_loadu_ps(lanes, cp), acc[r][v]));
-    }
-}
-
-// C's rows [n0, n1) from one block of m rows, C's columns in panels of up to 64.
-template <int V>
-__attribute__((target("avx512f"))) void at_b_panel(int64_t m, const float* g, int64_t ldg, int64_t n0, int64_t n1,
-                                                   const float* x, int64_t ldx, float* c, int64_t ldc,
-                                                   __mmask16 last) {
-  constexpr int R = tile_rows(V);
-  int64_t r = n0;
-  for (; r + R <= n1; r += R) at_b_tile<R, V>(m, g + r, ldg, x, ldx, c + r * ldc, ldc, last);
-  const int64_t left = n1 - r;
-  g += r;
-  c += r * ldc;
-#define ENGINE_CALL(n) at_b_tile<n, V>(m, g, ldg, x, ldx, c, ldc, last)
-  ENGINE_REMAINDER_SWITCH(left, R, ENGINE_CALL)
-#undef ENGINE_CALL
-}
-
-// The weight-gradient tile over a sum of terms: C[r][16v ..] (= its value when `add`, else 0) plus,
-// term after term, the sum over the term's rows i of g[i * ldg + col + r] * x[i * ldx + k0 + 16v ..].
-template <int R, int V>
-__attribute__((target("avx512f"), always_inline)) inline void at_b_sum_tile(const AtBTerm* terms, int64_t count,
-                                                                          int64_t col, int64_t ldg, int64_t k0,
-                                                                          int64_t ldx, float* c, int64_t ldc,
-                                                                          __mmask16 last, bool add) {
-  __m512 acc[R][V];
-#pragma GCC unroll 12
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < V; ++v)
-      acc[r][v] = add ? _mm512_maskz_loadu_ps(v == V - 1 ? last : 0xffff, c + r * ldc + 16 * v) : _mm512_setzero_ps();
-  for (int64_t t = 0; t < count; ++t) {
-    const float *g = terms[t].g + col, *x = terms[t].x + k0;
-    const int64_t rows = terms[t].rows;
-#pragma GCC unroll 2
-    for (int64_t i = 0; i < rows; ++i) rank1_update<R, V>(acc, g + i * ldg, 1, x + i * ldx, last);
-  }
-#pragma GCC unroll 12
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) _mm512_mask_storeu_ps(c + r * ldc + 16 * v, v == V - 1 ? last : 0xffff, acc[r][v]);
-}
-
-// C's rows [n0, n1), columns [k0, k0 + 16 V) (c: C's row 0, column 0) over the terms.
-template <int V>
-__attribute__((target("avx512f"))) void at_b_sum_panel(const AtBTerm* terms, int64_t count, int64_t ldg, int64_t n0,
-                                                       int64_t n1, int64_t k0, int64_t ldx, float* c, int64_t ldc,
-                                                       __mmask16 last, bool add) {
-  constexpr int R = tile_rows(V);
-  int64_t r = n0;
-  for (; r + R <= n1; r += R) at_b_sum_tile<R, V>(terms, count, r, ldg, k0, ldx, c + r * ldc + k0, ldc, last, add);
-  const int64_t left = n1 - r;
-  c += r * ldc + k0;
-#define ENGINE_CALL(n) at_b_sum_tile<n, V>(terms, count, r, ldg, k0, ldx, c, ldc, last, add)
-  ENGINE_REMAINDER_SWITCH(left, R, ENGINE_CALL)
-#undef ENGINE_CALL
-}
-
-// Calls f(k0, last, std::integral_constant<int, V>{}) for each panel of up to 64 of C's k columns: V
-// vectors of 16 floats, the real lanes of the last one in `last` (the weight-gradient kernels' panels).
-template <class F>
-void for_each_column_panel(int64_t k, F f) {
-  for (int64_t k0 = 0; k0 < k; k0 += PackedB::kPanel) {
-    const int64_t width = std::min(PackedB::kPanel, k - k0), vectors = (width + 15) / 16;
-    const __mmask16 last = lane_mask(width - 16 * (vectors - 1));
-    switch (vectors) {
-      case 1:
-        f(k0, last, std::integral_constant<int, 1>{});
-        break;
-      case 2:
-        f(k0, last, std::integral_constant<int, 2>{});
-        break;
-      case 3:
-        f(k0, last, std::integral_constant<int, 3>{});
-        break;
-      default:
-        f(k0, last, std::integral_constant<int, 4>{});
-        break;
-    }
-  }
-}
-
 }  // namespace
-#endif
 
 void gemm_packed_sum_panels_serial(int64_t m, const GemmTerm* terms, int count, int64_t lda, const float* bias,
                                    float* c, int64_t ldc, int64_t p0, int64_t p1, GemmEpilogue epilogue) {
@@ -403,15 +301,17 @@ void gemm_packed_sum_panels_serial(int64_t m, const GemmTerm* terms, int count, 
     TORCH_CHECK(terms[t].b->n() == terms[0].b->n(), "gemm_packed_sum: the terms' B differ in columns");
   TORCH_CHECK(0 <= p0 && p0 <= p1 && p1 <= terms[0].b->panels(), "gemm_packed_sum: panels [", p0, ", ", p1, ") of ",
               terms[0].b->panels());
+  const PackedGemmIsa isa = kernels("gemm_packed_sum");
 #ifdef ENGINE_PACKED_GEMM_X86
+  auto* rows = isa == PackedGemmIsa::avx512 ? avx512::gemm_rows : avx2::gemm_rows;
   GemmTerm block[kMaxGemmTerms];
   for (int64_t r0 = 0; r0 < m; r0 += kRowBlock) {
     for (int t = 0; t < count; ++t) block[t] = GemmTerm{terms[t].a + r0 * lda, terms[t].b};
-    gemm_rows(std::min(kRowBlock, m - r0), block, count, lda, bias, c + r0 * ldc, ldc, p0, p1,
-              shifted(epilogue, r0 * ldc));
+    rows(std::min(kRowBlock, m - r0), block, count, lda, bias, c + r0 * ldc, ldc, p0, p1,
+         shifted(epilogue, r0 * ldc));
   }
 #else
-  (void)m, (void)lda, (void)bias, (void)c, (void)ldc, (void)epilogue;
+  (void)isa, (void)m, (void)lda, (void)bias, (void)c, (void)ldc, (void)epilogue;
 #endif
 }
 
@@ -429,76 +329,55 @@ void gemm_packed_serial(int64_t m, const float* a, int64_t lda, const PackedB& b
 
 void gemm_packed(int64_t m, const float* a, int64_t lda, const PackedB& b, const float* bias, float* c,
                  int64_t ldc) {
-#ifdef ENGINE_PACKED_GEMM_X86
+  kernels("gemm_packed");
   const int64_t blocks = (m + kRowBlock - 1) / kRowBlock;
   at::parallel_for(0, blocks, 1, [&](int64_t first, int64_t end) {
     const int64_t r0 = first * kRowBlock, r1 = std::min(m, end * kRowBlock);
     gemm_packed_serial(r1 - r0, a + r0 * lda, lda, b, bias, c + r0 * ldc, ldc);
   });
-#else
-  (void)m, (void)a, (void)lda, (void)b, (void)bias, (void)c, (void)ldc;
-#endif
 }
 
-#ifdef ENGINE_PACKED_GEMM_X86
 namespace {
-// C's rows [n0, n1) += G^T X: every 256-row block of G and X in turn, each tile of C summing the
-// block's rows in order and then added to C.
+// C's rows [n0, n1) += G^T X on the kernels in use.
 void at_b_band(int64_t m, const float* g, int64_t ldg, int64_t n0, int64_t n1, const float* x, int64_t ldx, int64_t k,
                float* c, int64_t ldc) {
-  for (int64_t i0 = 0; i0 < m; i0 += kAtBBlockRows) {
-    const int64_t rows = std::min(kAtBBlockRows, m - i0);
-    for_each_column_panel(k, [&](int64_t k0, __mmask16 last, auto vectors) {
-      at_b_panel<decltype(vectors)::value>(rows, g + i0 * ldg, ldg, n0, n1, x + i0 * ldx + k0, ldx, c + k0, ldc, last);
-    });
-  }
+  const PackedGemmIsa isa = kernels("gemm_at_b");
+#ifdef ENGINE_PACKED_GEMM_X86
+  (isa == PackedGemmIsa::avx512 ? avx512::at_b_band : avx2::at_b_band)(m, g, ldg, n0, n1, x, ldx, k, c, ldc);
+#else
+  (void)isa, (void)m, (void)g, (void)ldg, (void)n0, (void)n1, (void)x, (void)ldx, (void)k, (void)c, (void)ldc;
+#endif
 }
 }  // namespace
-#endif
 
 void gemm_at_b_sum_serial(const AtBTerm* terms, int64_t count, int64_t ldg, int64_t n0, int64_t n1, int64_t ldx,
                           int64_t k, float* c, int64_t ldc) {
-#ifdef ENGINE_PACKED_GEMM_X86
+  const PackedGemmIsa isa = kernels("gemm_at_b_sum");
   if (count == 0) {
     for (int64_t r = n0; r < n1; ++r) std::fill(c + r * ldc, c + r * ldc + k, 0.f);
     return;
   }
-  // Groups of terms of up to 2 * kAtBBlockRows rows (at least one term): their rows stay in L2 while every
-  // tile of C's band passes over them; the first group writes C, the next ones add to it.
-  for (int64_t t0 = 0; t0 < count;) {
-    int64_t t1 = t0 + 1, rows = terms[t0].rows;
-    while (t1 < count && rows + terms[t1].rows <= 2 * kAtBBlockRows) rows += terms[t1++].rows;
-    for_each_column_panel(k, [&](int64_t k0, __mmask16 last, auto vectors) {
-      at_b_sum_panel<decltype(vectors)::value>(terms + t0, t1 - t0, ldg, n0, n1, k0, ldx, c, ldc, last, t0 > 0);
-    });
-    t0 = t1;
-  }
+#ifdef ENGINE_PACKED_GEMM_X86
+  (isa == PackedGemmIsa::avx512 ? avx512::at_b_sum : avx2::at_b_sum)(terms, count, ldg, n0, n1, ldx, k, c, ldc);
 #else
-  (void)terms, (void)count, (void)ldg, (void)n0, (void)n1, (void)ldx, (void)k, (void)c, (void)ldc;
+  (void)isa, (void)terms, (void)ldg, (void)ldx;
 #endif
 }
 
 void gemm_at_b(int64_t m, const float* g, int64_t ldg, int64_t n, const float* x, int64_t ldx, int64_t k, float* c,
                int64_t ldc) {
-#ifdef ENGINE_PACKED_GEMM_X86
+  kernels("gemm_at_b");
   for (int64_t r = 0; r < n; ++r) std::fill(c + r * ldc, c + r * ldc + k, 0.f);
   // Threads take 12-row bands of C; each band sums every block of rows in order.
   const int64_t bands = (n + 11) / 12;
   at::parallel_for(0, bands, 1, [&](int64_t first, int64_t end) {
     at_b_band(m, g, ldg, first * 12, std::min(n, end * 12), x, ldx, k, c, ldc);
   });
-#else
-  (void)m, (void)g, (void)ldg, (void)n, (void)x, (void)ldx, (void)k, (void)c, (void)ldc;
-#endif
 }
 
 void gemm_at_b_add_serial(int64_t m, const float* g, int64_t ldg, int64_t n, const float* x, int64_t ldx, int64_t k,
                           float* c, int64_t ldc) {
-#ifdef ENGINE_PACKED_GEMM_X86
   at_b_band(m, g, ldg, 0, n, x, ldx, k, c, ldc);
-#else
-  (void)m, (void)g, (void)ldg, (void)n, (void)x, (void)ldx, (void)k, (void)c, (void)ldc;
-#endif
 }
 
 }  // namespace engine

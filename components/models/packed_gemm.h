@@ -6,16 +6,34 @@
 // quarter of its time in copies, measured by perf) and runs these shapes at 70-105 GFLOP/s on one
 // thread (33 for fc1's forward at C = 40); an AVX-512 register-blocked kernel that broadcasts A's
 // elements from their rows and streams B's packed panel reaches 75-160 on them
-// (bench/mlp_gemm.cpp, bench/RESULTS.md). AVX-512 only; callers use a torch op (OpenBLAS) where
-// packed_gemm_available() is false.
+// (bench/mlp_gemm.cpp, bench/RESULTS.md). The kernels are written once (packed_gemm_kernels.inc)
+// for AVX-512 (16 floats a vector, 32 registers) and AVX2 with FMA (8 floats, 16 registers), with the
+// same bits from both; callers use a torch op (OpenBLAS) where packed_gemm_available() is false.
 #include <cstdint>
 #include <memory>
 #include <vector>
 
 namespace engine {
 
-/// True where gemm_packed runs: an x86-64 CPU with AVX-512F (GCC or Clang build), and the
-/// environment variable ENGINE_PACKED_GEMM not "0" (read once).
+/// The instruction sets the kernels are written for, narrowest first.
+enum class PackedGemmIsa { none, avx2, avx512 };
+
+/// The widest set this CPU runs (x86-64, GCC or Clang build): AVX-512F, else AVX2 with FMA, else none.
+PackedGemmIsa packed_gemm_widest();
+
+/// The set the kernels use: packed_gemm_widest(), or none where the environment variable
+/// ENGINE_PACKED_GEMM is "0", or AVX2 where it is "avx2" (on an AVX-512 CPU, to measure one against
+/// the other); read once.
+PackedGemmIsa packed_gemm_isa();
+
+/// Makes the kernels use `isa` from now on (tests and benchmarks: each set on one machine); returns the
+/// set used before. Throws where the CPU lacks it (isa wider than packed_gemm_widest()).
+PackedGemmIsa use_packed_gemm_isa(PackedGemmIsa isa);
+
+/// "AVX-512", "AVX2" or "none".
+const char* packed_gemm_isa_name(PackedGemmIsa isa);
+
+/// True where gemm_packed runs: packed_gemm_isa() is not none.
 bool packed_gemm_available();
 
 /// True when an m-row product is worth packing B for: at 64 rows (the last ConvNeXt stage at batch
