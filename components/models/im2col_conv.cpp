@@ -409,9 +409,14 @@ torch::Tensor packed_position_forward(const Geometry& g, const torch::Tensor& xh
   return y;
 }
 
-// The packed sums where they run (AVX-512, ENGINE_PACKED_CONV not "0", at most kMaxGemmTerms taps).
-bool packed_conv(const Geometry& g) {
-  return packed_gemm_available() && g.kh * g.kw <= kMaxGemmTerms && !switched_off("ENGINE_PACKED_CONV");
+// The packed sums where they run (ENGINE_PACKED_CONV not "0", at most kMaxGemmTerms taps) and pay.
+// Training (forward and backward on the packed kernels) only on AVX-512: on AVX2 the backward's sums read
+// rows of dy, x and the weight that lie a page or more apart through 16-column strips, and a step's
+// resnet34 convolutions took 346-350 ms against 250 ms on the OpenBLAS GEMMs per position (Zen 3,
+// build/bench_conv_layers 5 64 28 "" pos at 1 thread, ENGINE_PACKED_GEMM unset vs "0").
+bool packed_conv(const Geometry& g, bool training) {
+  return packed_gemm_available() && (!training || packed_gemm_isa() == PackedGemmIsa::avx512) &&
+         g.kh * g.kw <= kMaxGemmTerms && !switched_off("ENGINE_PACKED_CONV");
 }
 
 // The input gradient dx [N, H, W, Cin] (NHWC, every element written) as sums: per input pixel, the sum
@@ -501,7 +506,7 @@ struct PositionConv : public torch::autograd::Function<PositionConv> {
     torch::Tensor xh = nhwc(x), wh = nhwc(w);
     ctx->save_for_backward({xh, wh, w});  // w: the parameter, whose gradient memory the backward claims
     ctx->saved_data["sizes"] = sizes;
-    if (!packed_conv(g)) return position_forward(g, xh, wh, b).permute({0, 3, 1, 2});
+    if (!packed_conv(g, true)) return position_forward(g, xh, wh, b).permute({0, 3, 1, 2});
     std::vector<PackedB> taps(g.kh * g.kw);
     return packed_position_forward(g, xh, wh, b, taps).permute({0, 3, 1, 2});
   }
@@ -513,7 +518,7 @@ struct PositionConv : public torch::autograd::Function<PositionConv> {
     const float *dy = gy.data_ptr<float>(), *x = xh.data_ptr<float>(), *w = wh.data_ptr<float>();
     torch::Tensor gx, gw, gb;
     if (ctx->needs_input_grad(2)) gb = gy.view({-1, g.o}).sum(0);
-    if (packed_conv(g)) {
+    if (packed_conv(g, true)) {
       // Both gradients' units in one parallel region (the weight's, the larger, first).
       std::vector<PackedB> taps;
       std::optional<TermSums> input;
@@ -614,7 +619,7 @@ torch::Tensor position_conv2d(const Geometry& g, const torch::Tensor& x, const t
     return PositionConv::apply(x, weight, bias.defined() ? bias : torch::zeros({weight.size(0)}, weight.options()),
                                g.pack());
   }
-  if (!packed_conv(g)) return position_forward(g, nhwc(x), nhwc(weight), bias).permute({0, 3, 1, 2});
+  if (!packed_conv(g, false)) return position_forward(g, nhwc(x), nhwc(weight), bias).permute({0, 3, 1, 2});
   std::vector<PackedB> local;
   std::vector<PackedB>& taps = taps_for(g, weight, cache, local);
   return packed_position_forward(g, nhwc(x), nhwc(weight), bias, taps).permute({0, 3, 1, 2});
@@ -658,7 +663,7 @@ torch::Tensor conv2d_small_output_act(const torch::Tensor& x, const torch::Tenso
   if (!switched_off("ENGINE_SMALL_CONV_GEMM") && blas_sgemm_available() && !needs_autograd(x, weight, bias) &&
       !(residual.defined() && residual.requires_grad() && torch::GradMode::is_enabled()))
     if (auto g = gemm_geometry(x, weight, bias, stride, padding))
-      if (packed_conv(*g) && g->ho * g->wo <= kPackedPositions &&
+      if (packed_conv(*g, false) && g->ho * g->wo <= kPackedPositions &&
           (!residual.defined() ||
            (simd::cpu_float(residual) && residual.sizes() == c10::IntArrayRef{g->n, g->o, g->ho, g->wo} &&
             residual.is_contiguous(torch::MemoryFormat::ChannelsLast)))) {
@@ -679,7 +684,8 @@ torch::Tensor conv2d_small_output(const torch::Tensor& x, const torch::Tensor& w
   if (!switched_off("ENGINE_SMALL_CONV_GEMM") && blas_sgemm_available())
     if (auto g = gemm_geometry(x, weight, bias, stride, padding)) {
       // On the packed kernels: the first stage of a ResNet on small images too (in evaluation the stem).
-      const bool packed = packed_conv(*g) && (g->c >= kPackedTrainingMinChannels || !needs_autograd(x, weight, bias));
+      const bool training = needs_autograd(x, weight, bias);
+      const bool packed = packed_conv(*g, training) && (g->c >= kPackedTrainingMinChannels || !training);
       if (g->ho * g->wo <= (packed ? kPackedPositions : kSmallOutputPositions))
         return position_conv2d(*g, x, weight, bias, cache);
       // Without oneDNN (LibTorch built without it, or the oneDNN check turned it off), torch::conv2d

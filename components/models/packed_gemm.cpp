@@ -70,7 +70,14 @@ bool packed_gemm_available() { return packed_gemm_isa() != PackedGemmIsa::none; 
 
 bool packed_gemm_pays(int64_t m) { return m >= 128; }
 
-PackedB::PackedB(int64_t k, int64_t n) : k_(k), n_(n), data_(new float[static_cast<size_t>(panels() * kPanel * k)]) {}
+void PackedB::Free::operator()(float* p) const { std::free(p); }
+
+PackedB::PackedB(int64_t k, int64_t n, int64_t strip) : k_(k), n_(n), strip_(strip) {
+  // 64-byte aligned: a strip row (64 bytes at 16 columns, or 256) then loads whole cache lines.
+  const size_t bytes = static_cast<size_t>(panels() * kPanel * k) * sizeof(float);
+  data_.reset(static_cast<float*>(std::aligned_alloc(64, std::max<size_t>(64, (bytes + 63) / 64 * 64))));
+  TORCH_CHECK(data_ != nullptr, "PackedB: out of memory for ", bytes, " bytes");
+}
 
 #ifdef ENGINE_PACKED_GEMM_X86
 namespace {
@@ -238,7 +245,7 @@ void PackedB::transposed_each(const std::vector<const float*>& w, int64_t n, int
                               const std::vector<PackedB*>& out) {
   TORCH_CHECK(w.size() == out.size(), "PackedB::transposed_each: ", w.size(), " weights for ", out.size(),
               " outputs");
-  for (PackedB* o : out) *o = PackedB(k, n);
+  for (PackedB* o : out) *o = PackedB(k, n, strip_in_use());
   const int64_t panels = out.empty() ? 0 : out[0]->panels();
   // Tasks (matrix, panel), at least 16 K floats to a thread (a 512 x 512 weight is 8 panels of 128 KB).
   at::parallel_for(0, static_cast<int64_t>(out.size()) * panels,
@@ -256,21 +263,27 @@ void PackedB::pack_panels(const float* w, int64_t ldw, int64_t first, int64_t en
 #endif
   for (int64_t p = first; p < end; ++p) {
     const int64_t n0 = p * kPanel, width = this->width(p), wp = padded_width(p);
-    float* dst = data_.get() + p * kPanel * k;
+    // 16 columns at a time: each inside one strip (strip_ is 16 or 64).
+    for (int64_t j0 = 0; j0 < wp; j0 += 16) {
+      float* dst = const_cast<float*>(at(p, j0));
+      const int64_t ldd = row_stride(p, j0);
 #ifdef ENGINE_PACKED_GEMM_X86
-    if (isa != PackedGemmIsa::none) {
-      auto* transpose = isa == PackedGemmIsa::avx512 ? avx512::transpose_tile : avx2::transpose_tile;
-      for (int64_t j0 = 0; j0 < wp; j0 += 16)
+      if (isa != PackedGemmIsa::none) {
+        auto* transpose = isa == PackedGemmIsa::avx512 ? avx512::transpose_tile : avx2::transpose_tile;
         for (int64_t k0 = 0; k0 < k; k0 += 16)
           transpose(w + (n0 + j0) * ldw + k0, ldw, std::min<int64_t>(16, width - j0), std::min<int64_t>(16, k - k0),
-                    dst + k0 * wp + j0, wp);
-      continue;
-    }
+                    dst + k0 * ldd, ldd);
+        continue;
+      }
 #endif
-    for (int64_t kk = 0; kk < k; ++kk)
-      for (int64_t j = 0; j < wp; ++j) dst[kk * wp + j] = j < width ? w[(n0 + j) * ldw + kk] : 0.f;
+      for (int64_t kk = 0; kk < k; ++kk)
+        for (int64_t j = 0; j < 16; ++j) dst[kk * ldd + j] = j0 + j < width ? w[(n0 + j0 + j) * ldw + kk] : 0.f;
+    }
   }
 }
+
+// 16 columns for AVX2's 6 x 16 tiles, a whole panel for AVX-512's.
+int64_t PackedB::strip_in_use() { return packed_gemm_isa() == PackedGemmIsa::avx2 ? 16 : kPanel; }
 
 PackedB PackedB::in_place(const float* b, int64_t k, int64_t n, int64_t ldb) {
   PackedB out;

@@ -9,6 +9,7 @@
 // (bench/mlp_gemm.cpp, bench/RESULTS.md). The kernels are written once (packed_gemm_kernels.inc)
 // for AVX-512 (16 floats a vector, 32 registers) and AVX2 with FMA (8 floats, 16 registers), with the
 // same bits from both; callers use a torch op (OpenBLAS) where packed_gemm_available() is false.
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -42,10 +43,15 @@ bool packed_gemm_available();
 bool packed_gemm_pays(int64_t m);
 
 /// A right-hand matrix B [k, n] in the layout gemm_packed reads: column panels of up to 64 columns
-/// (padded with zeros to a multiple of 16), each panel's k rows contiguous.
+/// (padded with zeros to a multiple of 16), each panel cut into strips of strip() columns (64 for the
+/// AVX-512 kernels, 16 for AVX2's: as wide as the kernels' register tile), each strip's k rows
+/// contiguous and 64-byte aligned. Strips narrower than the panel: AVX2's 16-column strips of a
+/// 64-column panel row put their rows 256 bytes apart, and on a 32 KB 8-way L1 only 16 of its 64 sets
+/// would hold them (a 256-row strip no longer fits).
 class PackedB {
  public:
-  /// B = W^T for a row-major W [n, k] with row stride ldw (a Linear's weight, for y = x W^T).
+  /// B = W^T for a row-major W [n, k] with row stride ldw (a Linear's weight, for y = x W^T), in the
+  /// strips of the kernels in use (packed_gemm_isa()).
   static PackedB transposed(const float* w, int64_t n, int64_t k, int64_t ldw);
   /// B itself, read where it is (no copy): row-major [k, n] with row stride ldb. The panels are
   /// column ranges of B's rows, whose stride the kernels follow; `b` must outlive the PackedB. For
@@ -63,20 +69,31 @@ class PackedB {
   int64_t k() const { return k_; }
   int64_t n() const { return n_; }
   int64_t panels() const { return (n_ + kPanel - 1) / kPanel; }
-  /// Panel p: columns [64p, 64p + width), k rows of width(p) floats, row_stride() apart (packed:
-  /// padded_width(p), the padding zeros; in place: B's row stride).
-  const float* panel(int64_t p) const { return in_place_ ? in_place_ + p * kPanel : data_.get() + p * kPanel * k_; }
-  int64_t row_stride(int64_t p) const { return in_place_ ? ldb_ : padded_width(p); }
+  /// Columns per strip: a strip's rows are contiguous (in place: kPanel, rows B's row stride apart).
+  int64_t strip() const { return strip_; }
+  /// Row 0 of B's column 64p + j (j < width(p)); the rows of the strip that holds it are
+  /// row_stride(p, j) floats apart, its columns from there on contiguous up to the strip's end.
+  const float* at(int64_t p, int64_t j) const {
+    return in_place_ ? in_place_ + p * kPanel + j : data_.get() + p * kPanel * k_ + j / strip_ * strip_ * k_ + j % strip_;
+  }
+  int64_t row_stride(int64_t p, int64_t j) const {
+    return in_place_ ? ldb_ : std::min(strip_, padded_width(p) - j / strip_ * strip_);
+  }
+  /// Panel p's real columns, and those with its zero padding (a multiple of 16).
   int64_t width(int64_t p) const { return n_ - p * kPanel < kPanel ? n_ - p * kPanel : kPanel; }
   int64_t padded_width(int64_t p) const { return (width(p) + 15) / 16 * 16; }
 
   static constexpr int64_t kPanel = 64;
 
  private:
-  PackedB(int64_t k, int64_t n);
+  struct Free {
+    void operator()(float* p) const;
+  };
+  PackedB(int64_t k, int64_t n, int64_t strip);
   void pack_panels(const float* w, int64_t ldw, int64_t first, int64_t end);  // transposed()'s panels [first, end)
-  int64_t k_ = 0, n_ = 0;
-  std::unique_ptr<float[]> data_;
+  static int64_t strip_in_use();  // the strip of the kernels in use
+  int64_t k_ = 0, n_ = 0, strip_ = kPanel;
+  std::unique_ptr<float[], Free> data_;
   const float* in_place_ = nullptr;  // in_place(): B's memory
   int64_t ldb_ = 0;
 };

@@ -170,3 +170,61 @@ TEST_CASE("packed GEMM sum: the sum of A_t B_t over terms (packed and in-place B
   const engine::GemmTerm mixed[] = {{base, &bs[0]}, {base, &narrow_b}};
   CHECK_THROWS_AS(engine::gemm_packed_sum_serial(m, mixed, 2, lda, nullptr, one.data_ptr<float>(), n), c10::Error);
 }
+
+TEST_CASE("packed GEMM: every kernel set this CPU runs gives the same bits, on B packed for any of them") {
+  if (!engine::packed_gemm_available()) return;
+  using engine::PackedGemmIsa;
+  const PackedGemmIsa before = engine::packed_gemm_isa();
+  std::vector<PackedGemmIsa> sets{PackedGemmIsa::avx2};
+  if (engine::packed_gemm_widest() == PackedGemmIsa::avx512) sets.push_back(PackedGemmIsa::avx512);
+  MESSAGE("kernel sets run here: " << sets.size() << " (the widest: " << std::string(engine::packed_gemm_isa_name(sets.back()))
+                                    << ")");
+  torch::manual_seed(12);
+  // Two taps' sums with remainders everywhere: 29 rows, 70 columns (a 64-wide panel and a 6-wide one,
+  // strips of 16 and 8 lanes cut inside both), k = 40 and 17; the second B read in place.
+  const int64_t m = 29, n = 70, lda = 100;
+  torch::Tensor rows = torch::randn({m, lda}), bias = torch::randn({n});
+  torch::Tensor w0 = torch::randn({n, 40}), b1 = torch::randn({17, n});
+  const torch::Tensor want = bias.to(torch::kDouble) + torch::mm(rows.narrow(1, 0, 40).to(torch::kDouble),
+                                                                 w0.to(torch::kDouble).t()) +
+                             torch::mm(rows.narrow(1, 50, 17).to(torch::kDouble), b1.to(torch::kDouble));
+  // The weight-gradient sum: two terms of 37 and 300 rows, C [21, 70] (rows of 6 / 12, columns past 64).
+  torch::Tensor g = torch::randn({337, 21}), x = torch::randn({337, n});
+  const torch::Tensor want_at_b = torch::mm(g.to(torch::kDouble).t(), x.to(torch::kDouble));
+  const engine::AtBTerm at_b[] = {{g.data_ptr<float>(), x.data_ptr<float>(), 37},
+                                  {g.data_ptr<float>() + 37 * 21, x.data_ptr<float>() + 37 * n, 300}};
+  torch::Tensor first, first_at_b;
+  for (PackedGemmIsa packed_for : {PackedGemmIsa::none, PackedGemmIsa::avx2, PackedGemmIsa::avx512}) {
+    if (packed_for > engine::packed_gemm_widest()) continue;
+    // The layout of the kernels in use when packed (none: whole-panel strips, as AVX-512's).
+    engine::use_packed_gemm_isa(packed_for);
+    const engine::PackedB p0 = engine::PackedB::transposed(w0.data_ptr<float>(), n, 40, 40);
+    const engine::PackedB p1 = engine::PackedB::in_place(b1.data_ptr<float>(), 17, n, n);
+    CHECK(p0.strip() == (packed_for == PackedGemmIsa::avx2 ? 16 : 64));
+    for (PackedGemmIsa kernels : sets) {
+      const std::string layout = engine::packed_gemm_isa_name(packed_for), set = engine::packed_gemm_isa_name(kernels);
+      CAPTURE(layout);
+      CAPTURE(set);
+      engine::use_packed_gemm_isa(kernels);
+      const float* base = rows.data_ptr<float>();
+      const engine::GemmTerm terms[] = {{base, &p0}, {base + 50, &p1}};
+      torch::Tensor c = torch::full({m, n + 2}, 7.0f);
+      engine::gemm_packed_sum_serial(m, terms, 2, lda, bias.data_ptr<float>(), c.data_ptr<float>(), n + 2);
+      CHECK(rel_err(c.narrow(1, 0, n), want) < 1e-5);
+      CHECK(torch::equal(c.narrow(1, n, 2), torch::full({m, 2}, 7.0f)));
+      torch::Tensor cw = torch::full({21, n}, 5.0f);
+      engine::gemm_at_b_sum_serial(at_b, 2, 21, 0, 21, n, n, cw.data_ptr<float>(), n);
+      CHECK(rel_err(cw, want_at_b) < 1e-5);
+      if (!first.defined()) {
+        first = c.clone();
+        first_at_b = cw.clone();
+      }
+      CHECK(torch::equal(c, first));
+      CHECK(torch::equal(cw, first_at_b));
+    }
+  }
+  engine::use_packed_gemm_isa(before);
+  // A set wider than the CPU's is refused.
+  if (engine::packed_gemm_widest() != PackedGemmIsa::avx512)
+    CHECK_THROWS_AS(engine::use_packed_gemm_isa(PackedGemmIsa::avx512), c10::Error);
+}
