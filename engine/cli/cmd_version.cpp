@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 
+#include "components/models/packed_gemm.h"
 #include "components/models/threads.h"
 #include "engine/cli/commands.h"
 #include "engine/core/blas_kernels.h"
@@ -53,6 +54,20 @@ std::string onednn_text() {
   return fmt::format("on (its convolutions checked against LibTorch's own: {} agree)", r.probes);
 }
 
+// The engine's packed GEMM kernels (packed_gemm.h): the instruction set in use and what runs on them.
+std::string packed_text() {
+  switch (packed_gemm_isa()) {
+    case PackedGemmIsa::avx512:
+      return "AVX-512 (ConvNeXt's MLP products; ResNet's small-map convolutions, training and evaluation)";
+    case PackedGemmIsa::avx2:
+      return "AVX2 (ConvNeXt's MLP products; ResNet's small-map convolutions in evaluation, training's on "
+             "OpenBLAS / oneDNN)";
+    default:
+      return packed_gemm_widest() == PackedGemmIsa::none ? "none (no AVX2 with FMA here): OpenBLAS"
+                                                         : "off (ENGINE_PACKED_GEMM=0): OpenBLAS";
+  }
+}
+
 // A variable that LibTorch's OpenMP threads or OpenBLAS's workers read when this process loaded them:
 // build/engine sets each unless the user chose (engine/core/load_time_env.h).
 std::string load_time_text(const char* name, const char* unset) {
@@ -87,11 +102,12 @@ std::string version_text() {
       "  BLAS          {}\n"
       "  BLAS workers  {}\n"
       "  oneDNN        {}\n"
+      "  Packed GEMM   {}\n"
       "  OpenMP        {}\n"
       "  Threads       {} intra-op, engine kernels on {}\n",
       engine_version(), git_revision(), build_type(), TORCH_VERSION, cuda_text(), nccl, gloo, blas_text(),
       load_time_text("OPENBLAS_THREAD_TIMEOUT", "idle workers call sched_yield for ~0.1 s before they sleep"),
-      onednn_text(), load_time_text("OMP_WAIT_POLICY", "threads spin between parallel regions"), at::get_num_threads(),
+      onednn_text(), packed_text(), load_time_text("OMP_WAIT_POLICY", "threads spin between parallel regions"), at::get_num_threads(),
       kernel_threads());
 }
 

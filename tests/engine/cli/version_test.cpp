@@ -9,6 +9,7 @@
 #include <iterator>
 #include <regex>
 
+#include "components/models/packed_gemm.h"
 #include "engine/accelerator/onednn_convs.h"
 #include "engine/core/blas_kernels.h"
 #include "tests/support/files.h"
@@ -132,6 +133,19 @@ TEST_CASE("engine --version says whether LibTorch's oneDNN convolutions were che
     CHECK_MESSAGE(std::regex_match(line, std::regex(R"(on \(its convolutions checked against LibTorch's own: [0-9]+ agree\))")), line);
   const std::string skipped = field(run_command("ENGINE_ONEDNN_CHECK=0 " + engine_binary() + " --version").output, "oneDNN");
   CHECK_MESSAGE(skipped.rfind("not checked", 0) == 0, skipped);
+}
+
+TEST_CASE("engine --version names the packed GEMM kernels' instruction set, and ENGINE_PACKED_GEMM narrows it") {
+  const std::string widest = engine::packed_gemm_isa_name(engine::packed_gemm_widest());
+  const std::string line = field(run_command("env -u ENGINE_PACKED_GEMM " + engine_binary() + " --version").output, "Packed GEMM");
+  if (engine::packed_gemm_widest() == engine::PackedGemmIsa::none)
+    CHECK_MESSAGE(line.rfind("none (no AVX2 with FMA here)", 0) == 0, line);
+  else
+    CHECK_MESSAGE(line.rfind(widest + " (", 0) == 0, line);
+  const std::string off = field(run_command("ENGINE_PACKED_GEMM=0 " + engine_binary() + " --version").output, "Packed GEMM");
+  if (engine::packed_gemm_widest() != engine::PackedGemmIsa::none) CHECK_MESSAGE(off.rfind("off (", 0) == 0, off);
+  const std::string avx2 = field(run_command("ENGINE_PACKED_GEMM=avx2 " + engine_binary() + " --version").output, "Packed GEMM");
+  if (engine::packed_gemm_widest() != engine::PackedGemmIsa::none) CHECK_MESSAGE(avx2.rfind("AVX2 (", 0) == 0, avx2);
 }
 
 TEST_CASE("build/engine starts LibTorch once per command, OpenMP's threads wait passively and OpenBLAS's idle workers sleep at once, unless the user set OMP_WAIT_POLICY or OPENBLAS_THREAD_TIMEOUT") {
