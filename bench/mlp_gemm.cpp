@@ -39,11 +39,12 @@ int main(int argc, char** argv) {
   const int rounds = argc > 2 ? std::atoi(argv[2]) : 7;
   bench::set_up_like_engine();
   if (!engine::packed_gemm_available()) {
-    std::printf("packed kernels unavailable here (no AVX-512F, or ENGINE_PACKED_GEMM=0)\n");
+    std::printf("packed kernels unavailable here (no AVX2 with FMA, or ENGINE_PACKED_GEMM=0)\n");
     return 1;
   }
-  std::printf("%s; batch %lld, %d threads, %d alternating rounds, median GFLOP/s\n",
-              engine::blas_kernels_note().c_str(), static_cast<long long>(batch), at::get_num_threads(), rounds);
+  std::printf("%s; packed kernels %s; batch %lld, %d threads, %d alternating rounds, median GFLOP/s\n",
+              engine::blas_kernels_note().c_str(), engine::packed_gemm_isa_name(engine::packed_gemm_isa()),
+              static_cast<long long>(batch), at::get_num_threads(), rounds);
   std::printf("%-22s %6s %5s %5s %9s %9s %7s %9s\n", "product", "rows", "k", "n", "OpenBLAS", "packed", "ratio",
               "in cache");
   const int64_t channels[] = {40, 80, 160, 320}, pixels[] = {100, 25, 4, 1};

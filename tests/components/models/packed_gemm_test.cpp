@@ -27,7 +27,7 @@ struct Case {
 
 TEST_CASE("packed GEMM: rows x W^T + bias and rows x W equal a float64 product, every remainder") {
   if (!engine::packed_gemm_available()) {
-    MESSAGE("no AVX-512 here (or ENGINE_PACKED_GEMM=0): the MLPs use OpenBLAS, nothing to check");
+    MESSAGE("no AVX2 with FMA here (or ENGINE_PACKED_GEMM=0): the MLPs use OpenBLAS, nothing to check");
     return;
   }
   torch::manual_seed(3);
