@@ -6,7 +6,7 @@
 // (g * mask, g * gamma, two column sums for the biases, one for gamma). Here the layer scale, drop
 // path and residual add are one pass forward, and one pass backward that also sums fc2's bias and
 // gamma gradients; fc1's bias gradient is summed inside the GELU backward pass. The GEMMs are
-// packed_gemm.h's kernels where they run (AVX-512; the bias preloaded into the output tile), and
+// packed_gemm.h's kernels where they run (AVX-512 or AVX2 + FMA; the bias preloaded into the output tile), and
 // then the MLP goes in 96-row blocks (fc1, GELU, fc2 and the tail while a block is in cache);
 // elsewhere addmm / mm on OpenBLAS. Same maths, float rounding aside; measured in bench/RESULTS.md.
 #include <torch/types.h>

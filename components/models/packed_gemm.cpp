@@ -28,24 +28,25 @@ PackedGemmIsa widest_isa() {
   return PackedGemmIsa::none;
 }
 
-// The kernels in use: the widest the CPU has, as ENGINE_PACKED_GEMM narrows it (read once).
-std::atomic<PackedGemmIsa>& isa_in_use() {
-  static std::atomic<PackedGemmIsa> isa{[] {
-    const PackedGemmIsa widest = widest_isa();
-    const char* env = std::getenv("ENGINE_PACKED_GEMM");
-    if (switched_off("ENGINE_PACKED_GEMM")) return PackedGemmIsa::none;
-    if (env && std::strcmp(env, "avx2") == 0 && widest >= PackedGemmIsa::avx2) return PackedGemmIsa::avx2;
-    return widest;
-  }()};
-  return isa;
-}
-
 }  // namespace
 
 PackedGemmIsa packed_gemm_widest() {
   static const PackedGemmIsa widest = widest_isa();
   return widest;
 }
+
+namespace {
+// The kernels in use: the widest the CPU has, as ENGINE_PACKED_GEMM narrows it (read once).
+std::atomic<PackedGemmIsa>& isa_in_use() {
+  static std::atomic<PackedGemmIsa> isa{[] {
+    const char* env = std::getenv("ENGINE_PACKED_GEMM");
+    if (switched_off("ENGINE_PACKED_GEMM")) return PackedGemmIsa::none;
+    if (env && std::strcmp(env, "avx2") == 0 && packed_gemm_widest() >= PackedGemmIsa::avx2) return PackedGemmIsa::avx2;
+    return packed_gemm_widest();
+  }()};
+  return isa;
+}
+}  // namespace
 
 PackedGemmIsa packed_gemm_isa() { return isa_in_use().load(std::memory_order_relaxed); }
 
@@ -265,7 +266,7 @@ void PackedB::pack_panels(const float* w, int64_t ldw, int64_t first, int64_t en
     const int64_t n0 = p * kPanel, width = this->width(p), wp = padded_width(p);
     // 16 columns at a time: each inside one strip (strip_ is 16 or 64).
     for (int64_t j0 = 0; j0 < wp; j0 += 16) {
-      float* dst = const_cast<float*>(at(p, j0));
+      float* dst = data_.get() + packed_offset(p, j0);
       const int64_t ldd = row_stride(p, j0);
 #ifdef ENGINE_PACKED_GEMM_X86
       if (isa != PackedGemmIsa::none) {

@@ -74,7 +74,7 @@ class PackedB {
   /// Row 0 of B's column 64p + j (j < width(p)); the rows of the strip that holds it are
   /// row_stride(p, j) floats apart, its columns from there on contiguous up to the strip's end.
   const float* at(int64_t p, int64_t j) const {
-    return in_place_ ? in_place_ + p * kPanel + j : data_.get() + p * kPanel * k_ + j / strip_ * strip_ * k_ + j % strip_;
+    return in_place_ ? in_place_ + p * kPanel + j : data_.get() + packed_offset(p, j);
   }
   int64_t row_stride(int64_t p, int64_t j) const {
     return in_place_ ? ldb_ : std::min(strip_, padded_width(p) - j / strip_ * strip_);
@@ -92,6 +92,8 @@ class PackedB {
   PackedB(int64_t k, int64_t n, int64_t strip);
   void pack_panels(const float* w, int64_t ldw, int64_t first, int64_t end);  // transposed()'s panels [first, end)
   static int64_t strip_in_use();  // the strip of the kernels in use
+  // at(p, j)'s place in data_ (packed).
+  int64_t packed_offset(int64_t p, int64_t j) const { return p * kPanel * k_ + j / strip_ * strip_ * k_ + j % strip_; }
   int64_t k_ = 0, n_ = 0, strip_ = kPanel;
   std::unique_ptr<float[], Free> data_;
   const float* in_place_ = nullptr;  // in_place(): B's memory

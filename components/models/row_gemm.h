@@ -2,7 +2,7 @@
 // Matrix products on activation rows ([m, k] row-major, row stride stride(0), dense along k), for the
 // layers that run as GEMMs on the pixel rows of a channels-last tensor: the ConvNeXt MLP
 // (convnext_mlp.cpp) and the stride == kernel stem and downsample convolutions (im2col_conv.cpp). The
-// engine's packed kernels where they run and pay (packed_gemm.h: AVX-512, >= 128 rows), OpenBLAS
+// engine's packed kernels where they run and pay (packed_gemm.h: AVX-512 or AVX2 + FMA, >= 128 rows), OpenBLAS
 // through torch::addmm / mm otherwise. CPU float32 operands.
 #include <torch/types.h>
 
