@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/run.sh          engine vs the PyTorch-eager peer on recipes/mnist_convnext.toml
-# bench/run.sh ddp      `engine launch -n 2` vs `engine run` on the same recipe and settings
+# bench/run.sh ddp      `engine launch -n 2` vs `engine run` on the same recipe and settings, and two
+#                       `engine run` at once (no communication: the ceiling the machine gives 2 processes)
 # bench/run.sh resnet   engine vs its PyTorch-eager peer on recipes/digits_png_resnet34_pretrain.toml
 #                       (resnet34 on the 28x28 PNG digits; EPOCHS, MAX_TRAIN, MAX_VALID as below)
 #
@@ -68,6 +69,12 @@ if [ "$MODE" != ddp ]; then
 else
   OTHER=engine-ddp
   OTHER_CMD=("$ENGINE" launch -n 2 "$RECIPE" "${SETS[@]}" --set "run.output_dir=$RUNS/engine-ddp")
+  # The machine's own ceiling for two processes: two independent `engine run` at once, no
+  # communication, each as the single process above (a VM whose second core is shared, or memory
+  # bandwidth the two must split, caps 2-process scaling below 2x before DDP costs anything).
+  PAIR_CMD=(bash -c '"$0" "$@" --set "run.output_dir=$PAIR_DIR/a" & a=$!
+                     "$0" "$@" --set "run.output_dir=$PAIR_DIR/b"; b=$?; wait $a && exit $b' "$ENGINE" run "$RECIPE" "${SETS[@]}")
+  export PAIR_DIR=$RUNS/pair
 fi
 
 # Both sides multiply through the same OpenBLAS (the peer's linear layers, the engine's BLAS
@@ -109,7 +116,15 @@ r = {"wall_s": wall, "cpu_s": float(field("User time (seconds)")) + float(field(
      "maxrss_mb": int(field("Maximum resident set size (kbytes)")) / 1024,
      "load_before": float(open(f"{runs}/{name}.load").read())}
 r.update(json.load(open(f"{runs}/{name}.mem.json")))
-if name == "peer":
+if name == "pair":  # two runs at once: their rates add up; the accuracies are one run's (the same settings)
+    epochs = [[json.loads(l) for l in open(f"{runs}/pair/{d}/metrics.jsonl") if '"epoch"' in l] for d in "ab"]
+    epochs = [[e for e in run if e.get("type", "epoch") == "epoch"] for run in epochs]
+    r["images_per_s"] = sum(run[-1]["images_per_s"] for run in epochs)
+    r["eval_images_per_s"] = sum(run[-1]["eval_images_per_s"] for run in epochs)
+    r["images_per_s_per_run"] = [round(run[-1]["images_per_s"], 2) for run in epochs]
+    s = json.load(open(f"{runs}/pair/a/summary.json"))
+    r.update(valid_accuracy=s.get("valid/accuracy"), test_accuracy=s.get("test/accuracy"))
+elif name == "peer":
     j = json.loads([l for l in open(f"{runs}/{name}.log") if l.startswith("{")][-1])
     r.update(images_per_s=j["images_per_s"], eval_images_per_s=j["eval_images_per_s"], images_per_s_per_epoch=[round(v, 2) for v in j["images_per_s_per_epoch"]],
              valid_accuracy=j["valid_accuracy"], test_accuracy=j.get("test_accuracy"))
@@ -125,14 +140,15 @@ print(json.dumps(r))
 EOF
 }
 
-rm -f "$RUNS/engine.results" "$RUNS/$OTHER.results"
+rm -f "$RUNS/engine.results" "$RUNS/$OTHER.results" "$RUNS/pair.results"
 for ((i = 1; i <= REPEAT; i++)); do
   measure engine "${ENGINE_CMD[@]}"; collect engine
   measure "$OTHER" "${OTHER_CMD[@]}"; collect "$OTHER"
+  if [ "$MODE" = ddp ]; then measure pair "${PAIR_CMD[@]}"; collect pair; fi
 done
 
 quote() { local out="" a; for a in "$@"; do out+="$(printf '%q' "$a") "; done; echo "${out% }"; }
-SUFFIX=""; [ "$MODE" = ddp ] && SUFFIX=-ddp
+SUFFIX=""; [ "$MODE" = ddp ] && SUFFIX=-ddp && export PAIR_TEXT="$(quote "$ENGINE" run "$RECIPE" "${SETS[@]}")"
 REPORT=$RESULTS/$STAMP-$NAME$SUFFIX${TAG:+-$TAG}.md
 "$PY" - "$RUNS" "$OTHER" "$REPORT" "$(quote "${ENGINE_CMD[@]}")" "$(quote "${OTHER_CMD[@]}")" \
   "$EPOCHS" "$MAX_TRAIN" "$MAX_VALID" "$BATCH" "$THREADS" "$REPEAT" "$MODE" <<'EOF'
@@ -170,6 +186,14 @@ for label, k, f in rows:
     if ddp and r:  # 2-proc / 1-proc: the other side over the engine
         r = f"{b / a:.2f}" if a else ""
     lines.append(f"| {label} | {fa} | {fb} | {r} |")
+if ddp:  # the ceiling: two independent runs at once, their rates summed
+    p, p_rows = load("pair")
+    lines[0] += " 2 x engine run at once | 2 at once / 1-proc | 2-proc / 2 at once |"
+    lines[1] += "---:|---:|---:|"
+    for i, k in ((2, "images_per_s"), (3, "eval_images_per_s")):
+        lines[i] += f" {p[k]:.1f} | {p[k] / e[k]:.2f} | {o[k] / p[k]:.2f} |"
+    for i in range(4, len(lines)):
+        lines[i] += " | | |"
 table = "\n".join(lines)
 print()
 print(table)
@@ -196,12 +220,17 @@ md = [f"# {os.environ['NAME']}: {'engine launch -n 2 vs engine run' if ddp else 
       f"peer python3-torch {py_torch}; git {rev}.",
       "", table, "",
       "Ratios > 1 mean the engine side is larger (faster for images/s; slower or bigger for time and memory)."
-      if not ddp else "img/s ratio > 1 means 2 processes train faster than one; global batch is 2 x per-process batch.",
+      if not ddp else "img/s ratio > 1 means 2 processes train faster than one; global batch is 2 x per-process batch. "
+      "\"2 x engine run at once\": the single-process command twice at the same time, no communication, their images/s "
+      "summed: what this machine gives two processes (a ceiling for `2-proc / 1-proc`); `2-proc / 2 at once` is the "
+      "share of it DDP reaches.",
       "", "Commands (from the repository root):", "", "```", " ".join(f"{k}={os.environ[k]}" for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_NUM_THREADS",
           "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE", "ENGINE_THREADS", "TAG") if os.environ.get(k)) +
       f" EPOCHS={epochs} MAX_TRAIN={max_train} MAX_VALID={max_valid} BATCH={batch} THREADS={threads} PROCESSES={os.environ.get('PROCESSES', '1')} PRECISION={os.environ.get('PRECISION', 'no')} REPEAT={repeat} bench/run.sh{' ' + mode if mode != 'peer' else ''}", "# which ran:",
-      ecmd, ocmd, "```", "", "Per-run numbers:", "", "```"]
-md += [f"engine    {json.dumps(r)}" for r in e_rows] + [f"{other:9} {json.dumps(r)}" for r in o_rows] + ["```", ""]
+      ecmd, ocmd] + ([f"{os.environ['PAIR_TEXT']} --set run.output_dir={os.environ['PAIR_DIR']}/{d}" + (" &" if d == "a" else "")
+                      for d in "ab"] if ddp else []) + ["```", "", "Per-run numbers:", "", "```"]
+md += [f"engine    {json.dumps(r)}" for r in e_rows] + [f"{other:9} {json.dumps(r)}" for r in o_rows]
+md += [f"pair      {json.dumps(r)}" for r in (p_rows if ddp else [])] + ["```", ""]
 open(report, "w").write("\n".join(md))
 print(f"\nwritten: {report}")
 EOF
