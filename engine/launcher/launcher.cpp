@@ -5,6 +5,8 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <thread>
 #include <utility>
@@ -59,19 +62,44 @@ LaunchOptions validated(LaunchOptions o) {
   return o;
 }
 
+// Removes the rendezvous directories in `parent` that this user's launchers left behind: a launcher
+// killed by SIGKILL runs no destructor. A directory is stale when its `launcher` file names a process
+// that no longer exists; one without that file (a launcher between mkdtemp and writing it) or whose
+// process lives (or whose pid was reused) is kept.
+void remove_stale_rendezvous(const std::string& parent) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(parent, ec)) {
+    const std::string name = entry.path().filename().string();
+    struct stat st {};
+    if (name.rfind("engine-launch-", 0) != 0 || lstat(entry.path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
+        st.st_uid != geteuid())
+      continue;
+    std::ifstream in(entry.path() / "launcher");
+    long pid = 0;
+    if (!(in >> pid) || pid <= 0 || kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    std::error_code ignored;
+    std::filesystem::remove_all(entry.path(), ignored);
+  }
+}
+
 // A single-node job's rendezvous: a c10d FileStore in a directory only this user can read, so
 // that nothing listens on a network port for it (a TCPStore server binds every interface).
-// Removed with the job; the workers delete the store file itself when the last one closes it.
+// Removed with the job; the workers delete the store file itself when the last one closes it. The
+// directory names its launcher's pid (file `launcher`), so that the next launch removes it when a
+// SIGKILL took the launcher before it could (remove_stale_rendezvous).
 class PrivateRendezvous {
  public:
   explicit PrivateRendezvous(const LaunchOptions& o) {
     if (o.nnodes != 1 || o.nproc_per_node * o.nnodes < 2) return;
     const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/engine-launch-XXXXXX";
+    const std::string parent = tmp && *tmp ? tmp : "/tmp";
+    remove_stale_rendezvous(parent);
+    std::string pattern = parent + "/engine-launch-XXXXXX";
     if (!mkdtemp(pattern.data()))  // mode 0700
       throw RunError(fmt::format("launch: cannot create a rendezvous directory {}: {} (set TMPDIR to a writable directory)",
                                  pattern, std::strerror(errno)));
     dir_ = pattern;
+    std::ofstream(dir_ + "/launcher") << getpid() << "\n";
   }
   ~PrivateRendezvous() {
     std::error_code ignored;

@@ -4,11 +4,13 @@
 
 #include <doctest/doctest.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -111,6 +113,36 @@ TEST_CASE("launch_processes: SIGTERM sent to the launcher is forwarded to the wo
   sender.join();
   CHECK(rc == 128 + SIGTERM);
   CHECK(seconds_since(t0) < 5.0);
+}
+
+TEST_CASE("launch_processes: the rendezvous directory goes with the job, and a SIGKILLed launcher's with the next job") {
+  // TMPDIR holds the rendezvous directories: a scratch one here, with three left as if by other
+  // launchers: one killed (its pid gone), one alive (this process), one still being set up (no pid yet).
+  const std::string tmp = engine::test::temp_dir("launch_rendezvous");
+  pid_t gone = fork();
+  REQUIRE(gone >= 0);
+  if (gone == 0) _exit(0);
+  REQUIRE(waitpid(gone, nullptr, 0) == gone);
+  for (const auto& [name, pid] : std::map<std::string, long>{{"engine-launch-killed", gone}, {"engine-launch-alive", getpid()}}) {
+    std::filesystem::create_directory(tmp + "/" + name);
+    std::ofstream(tmp + "/" + name + "/store") << "x";
+    std::ofstream(tmp + "/" + name + "/launcher") << pid << "\n";
+  }
+  std::filesystem::create_directory(tmp + "/engine-launch-starting");
+  const char* old = std::getenv("TMPDIR");
+  const std::string saved = old ? old : "";
+  setenv("TMPDIR", tmp.c_str(), 1);
+  // The workers see their job's own directory, named after this launcher.
+  const int rc = run_sh("cat \"$(dirname \"$ENGINE_RENDEZVOUS_FILE\")/launcher\" > " + tmp + "/seen_$RANK");
+  if (old) setenv("TMPDIR", saved.c_str(), 1); else unsetenv("TMPDIR");
+  CHECK(rc == 0);
+  CHECK(engine::test::read_text(tmp + "/seen_0") == std::to_string(getpid()) + "\n");
+  CHECK_FALSE(std::filesystem::exists(tmp + "/engine-launch-killed"));
+  CHECK(std::filesystem::exists(tmp + "/engine-launch-alive/store"));
+  CHECK(std::filesystem::exists(tmp + "/engine-launch-starting"));
+  int left = 0;  // the job's own directory is gone after it
+  for (const auto& e : std::filesystem::directory_iterator(tmp)) left += e.path().filename().string().rfind("engine-launch-", 0) == 0;
+  CHECK(left == 2);
 }
 
 TEST_CASE("launch_processes: invalid options are user errors") {
