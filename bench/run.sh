@@ -116,26 +116,28 @@ r = {"wall_s": wall, "cpu_s": float(field("User time (seconds)")) + float(field(
      "maxrss_mb": int(field("Maximum resident set size (kbytes)")) / 1024,
      "load_before": float(open(f"{runs}/{name}.load").read())}
 r.update(json.load(open(f"{runs}/{name}.mem.json")))
+def epochs_of(d):  # an engine run directory's epoch lines
+    lines = [json.loads(l) for l in open(f"{d}/metrics.jsonl") if '"epoch"' in l]
+    return [e for e in lines if e.get("type", "epoch") == "epoch"]
+def accuracies_of(d):
+    s = json.load(open(f"{d}/summary.json"))
+    return dict(valid_accuracy=s.get("valid/accuracy"), test_accuracy=s.get("test/accuracy"))
 if name == "pair":  # two runs at once: their rates add up; the accuracies are one run's (the same settings)
-    epochs = [[json.loads(l) for l in open(f"{runs}/pair/{d}/metrics.jsonl") if '"epoch"' in l] for d in "ab"]
-    epochs = [[e for e in run if e.get("type", "epoch") == "epoch"] for run in epochs]
-    r["images_per_s"] = sum(run[-1]["images_per_s"] for run in epochs)
-    r["eval_images_per_s"] = sum(run[-1]["eval_images_per_s"] for run in epochs)
-    r["images_per_s_per_run"] = [round(run[-1]["images_per_s"], 2) for run in epochs]
-    s = json.load(open(f"{runs}/pair/a/summary.json"))
-    r.update(valid_accuracy=s.get("valid/accuracy"), test_accuracy=s.get("test/accuracy"))
+    last = [epochs_of(f"{runs}/pair/{d}")[-1] for d in "ab"]
+    r["images_per_s"] = sum(e["images_per_s"] for e in last)
+    r["eval_images_per_s"] = sum(e["eval_images_per_s"] for e in last)
+    r["images_per_s_per_run"] = [round(e["images_per_s"], 2) for e in last]
+    r.update(accuracies_of(f"{runs}/pair/a"))
 elif name == "peer":
     j = json.loads([l for l in open(f"{runs}/{name}.log") if l.startswith("{")][-1])
     r.update(images_per_s=j["images_per_s"], eval_images_per_s=j["eval_images_per_s"], images_per_s_per_epoch=[round(v, 2) for v in j["images_per_s_per_epoch"]],
              valid_accuracy=j["valid_accuracy"], test_accuracy=j.get("test_accuracy"))
 else:
-    epochs = [json.loads(l) for l in open(f"{runs}/{name}/metrics.jsonl") if '"epoch"' in l]
-    epochs = [e for e in epochs if e.get("type", "epoch") == "epoch"]
+    epochs = epochs_of(f"{runs}/{name}")
     r["images_per_s"] = epochs[-1]["images_per_s"]
     r["eval_images_per_s"] = epochs[-1]["eval_images_per_s"]
     r["images_per_s_per_epoch"] = [round(e["images_per_s"], 2) for e in epochs]
-    s = json.load(open(f"{runs}/{name}/summary.json"))
-    r.update(valid_accuracy=s.get("valid/accuracy"), test_accuracy=s.get("test/accuracy"))
+    r.update(accuracies_of(f"{runs}/{name}"))
 print(json.dumps(r))
 EOF
 }
